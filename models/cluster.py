@@ -1,0 +1,109 @@
+"""Nodes, pods and the Redis members among them: what a snapshot holds."""
+
+from enum import StrEnum
+
+from models.base import Value
+from models.resources import ZERO, Resources
+
+
+class Role(StrEnum):
+    MASTER = "master"
+    REPLICA = "replica"
+
+
+class Taint(Value):
+    key: str
+    value: str | None = None
+    effect: str
+
+
+class Toleration(Value):
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+class SelectorRequirement(Value):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class SelectorTerm(Value):
+    """One nodeSelectorTerm: its expressions and fields must all match."""
+
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+class Node(Value):
+    name: str
+    labels: dict[str, str] = {}
+    allocatable: Resources = ZERO
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    zone: str | None = None
+    """None when the zone label is missing: the node then takes no new managed pod."""
+    rack: str = ""
+    """The rack label, or ``<zone>/*`` when it is missing (a rack lies inside its zone)."""
+    host: str = ""
+
+    def domain(self, level: str) -> str | None:
+        if level == "zone":
+            return self.zone
+        if level == "rack":
+            return self.rack
+        return self.host
+
+
+class Pod(Value):
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    node_name: str | None = None
+    phase: str = "Pending"
+    requests: Resources = Resources(pods=1)
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: dict[str, str] = {}
+    affinity_terms: tuple[SelectorTerm, ...] = ()
+    """Required nodeAffinity terms (ORed). Empty means no constraint."""
+    scheduler_name: str = "default-scheduler"
+    scheduling_gates: tuple[str, ...] = ()
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    pod_ip: str | None = None
+    resource_version: str = ""
+    deleting: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def pending(self) -> bool:
+        return self.node_name is None
+
+
+class Member(Value):
+    """A managed Redis pod and its place in a Redis cluster."""
+
+    pod: Pod
+    cluster: str
+    """``namespace/<cluster label>``: Redis clusters are namespaced like their pods."""
+    shard: str
+    role: Role | None
+    """None for a pending pod whose role is not decided yet: the solver picks one master."""
+    shard_size: int | None = None
+    """Expected members (``redis-placer.io/shard-size`` annotation), when known."""
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+    @property
+    def shard_key(self) -> str:
+        return f"{self.cluster}/{self.shard}"

@@ -1,0 +1,481 @@
+"""Build a Snapshot from Kubernetes objects as ``kubectl get nodes,pods -A -o yaml|json`` prints them.
+
+Pure: it takes already-decoded documents. Every rejected object becomes an Issue naming it;
+nothing is silently merged or dropped.
+"""
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from models.cluster import (
+    Member,
+    Node,
+    Pod,
+    Role,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
+from models.errors import InputError
+from models.policy import Policy
+from models.quantity import QuantityError, cpu_millis, memory_bytes
+from models.resources import Resources
+from models.snapshot import Issue, Snapshot
+
+SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_ROLE_ALIASES = {
+    "master": Role.MASTER,
+    "primary": Role.MASTER,
+    "replica": Role.REPLICA,
+    "slave": Role.REPLICA,
+}
+
+try:
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - libyaml missing
+    _Loader = yaml.SafeLoader
+
+
+def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
+    """Decode JSON or (multi-document) YAML into a flat list of objects, unwrapping ``List`` kinds."""
+    stripped = text.lstrip()
+    docs: list[Any]
+    try:
+        if stripped.startswith("{") or stripped.startswith("["):
+            docs = [json.loads(text)]
+        else:
+            docs = list(yaml.load_all(text, Loader=_Loader))
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        detail = str(exc).replace("\n", " ")
+        raise InputError(f"not valid YAML or JSON: {detail}", obj=source) from None
+    return flatten(docs, source)
+
+
+def flatten(docs: Iterable[Any], source: str = "input") -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for index, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if isinstance(doc, list):
+            objects.extend(flatten(doc, source))
+            continue
+        if not isinstance(doc, dict):
+            raise InputError(
+                f"document {index} is a {type(doc).__name__}, not a Kubernetes object", obj=source
+            )
+        if str(doc.get("kind", "")).endswith("List") or ("items" in doc and "kind" not in doc):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise InputError("items is not a list", obj=source, field=f"document {index}")
+            objects.extend(flatten(items, source))
+        else:
+            objects.append(doc)
+    return objects
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    kind = str(obj.get("kind", "object"))
+    name = meta.get("name", "<unnamed>")
+    ns = meta.get("namespace")
+    return f"{kind.lower()} {ns}/{name}" if ns else f"{kind.lower()} {name}"
+
+
+def _resources(raw: Mapping[str, Any] | None, where: str, field: str) -> Resources:
+    raw = raw or {}
+    try:
+        cpu = cpu_millis(raw["cpu"]) if "cpu" in raw else 0
+        memory = memory_bytes(raw["memory"]) if "memory" in raw else 0
+        pods = memory_bytes(raw["pods"]) if "pods" in raw else 0
+    except QuantityError as exc:
+        raise InputError(str(exc), obj=where, field=field) from None
+    return Resources(cpu=cpu, memory=memory, pods=pods)
+
+
+def _container_requests(container: Mapping[str, Any], where: str, field: str) -> Resources:
+    res = container.get("resources") or {}
+    limits = res.get("limits") or {}
+    requests = dict(limits)  # Kubernetes defaults requests to limits
+    requests.update(res.get("requests") or {})
+    requests.pop("pods", None)
+    return _resources(requests, where, field)
+
+
+def pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
+    """Effective requests: sum of containers and sidecars, at least each init container, plus overhead."""
+    total = Resources()
+    for i, c in enumerate(spec.get("containers") or []):
+        total = total + _container_requests(c, where, f"spec.containers[{i}].resources")
+    sidecars = Resources()
+    peak_init = Resources()
+    for i, c in enumerate(spec.get("initContainers") or []):
+        req = _container_requests(c, where, f"spec.initContainers[{i}].resources")
+        if c.get("restartPolicy") == "Always":
+            sidecars = sidecars + req
+        else:
+            during = req + sidecars
+            peak_init = Resources(
+                cpu=max(peak_init.cpu, during.cpu), memory=max(peak_init.memory, during.memory)
+            )
+    total = total + sidecars
+    total = Resources(cpu=max(total.cpu, peak_init.cpu), memory=max(total.memory, peak_init.memory))
+    overhead = _resources(spec.get("overhead"), where, "spec.overhead")
+    return Resources(cpu=total.cpu + overhead.cpu, memory=total.memory + overhead.memory, pods=1)
+
+
+def _requirements(raw: Any, where: str, field: str) -> tuple[SelectorRequirement, ...]:
+    out = []
+    for i, r in enumerate(raw or []):
+        if not isinstance(r, Mapping) or "key" not in r or "operator" not in r:
+            raise InputError("needs key and operator", obj=where, field=f"{field}[{i}]")
+        op = str(r["operator"])
+        if op not in {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}:
+            raise InputError(f"unknown operator {op!r}", obj=where, field=f"{field}[{i}]")
+        values = tuple(str(v) for v in (r.get("values") or []))
+        if op in {"Gt", "Lt"} and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+            raise InputError(
+                f"{op} needs exactly one integer value", obj=where, field=f"{field}[{i}]"
+            )
+        out.append(SelectorRequirement(key=str(r["key"]), operator=op, values=values))
+    return tuple(out)
+
+
+def _affinity_terms(spec: Mapping[str, Any], where: str) -> tuple[SelectorTerm, ...]:
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    for i, t in enumerate(required.get("nodeSelectorTerms") or []):
+        terms.append(
+            SelectorTerm(
+                match_expressions=_requirements(
+                    t.get("matchExpressions"), where, f"{base}[{i}].matchExpressions"
+                ),
+                match_fields=_requirements(t.get("matchFields"), where, f"{base}[{i}].matchFields"),
+            )
+        )
+    return tuple(terms)
+
+
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
+    where = _name_of(obj)
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if not meta.get("name"):
+        raise InputError("metadata.name is missing", obj=where)
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    owner = owner or next(iter(meta.get("ownerReferences") or []), None)
+    return Pod(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta["name"]),
+        uid=str(meta.get("uid") or ""),
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+        node_name=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        requests=pod_requests(spec, where),
+        tolerations=tuple(
+            Toleration(
+                key=t.get("key"),
+                operator=t.get("operator") or "Equal",
+                value=t.get("value"),
+                effect=t.get("effect"),
+            )
+            for t in spec.get("tolerations") or []
+        ),
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        affinity_terms=_affinity_terms(spec, where),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        scheduling_gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or []),
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
+        pod_ip=status.get("podIP"),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def _parsed(parse: Any, obj: Mapping[str, Any], *args: Any) -> Any:
+    """Run a parser, turning any shape error deep inside the object into an error naming it."""
+    try:
+        return parse(obj, *args)
+    except InputError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(
+            first["msg"], obj=_name_of(obj), field=".".join(str(p) for p in first["loc"])
+        ) from None
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise InputError(f"malformed object ({exc})", obj=_name_of(obj)) from None
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("status")) == "True"
+    return False
+
+
+def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> Node:
+    where = _name_of(obj)
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if not meta.get("name"):
+        raise InputError("metadata.name is missing", obj=where)
+    name = str(meta["name"])
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    raw_alloc = status.get("allocatable") or status.get("capacity")
+    if not raw_alloc:
+        issues.append(
+            Issue(
+                object=where,
+                message="status.allocatable is missing: the node takes no new pod",
+                severity="warning",
+            )
+        )
+    field = "status.allocatable" if status.get("allocatable") else "status.capacity"
+    allocatable = _resources(raw_alloc, where, field)
+    if raw_alloc and "pods" not in raw_alloc:
+        allocatable = Resources(cpu=allocatable.cpu, memory=allocatable.memory, pods=110)
+    topo = policy.topology
+    zone = labels.get(topo.zone) if topo.zone else None
+    rack = labels.get(topo.rack) if topo.rack else None
+    if rack is None:
+        rack = f"{zone if zone is not None else '?'}/*"
+    host = labels.get(topo.host) if topo.host else None
+    if host is None:
+        host = name
+    return Node(
+        name=name,
+        labels=labels,
+        allocatable=allocatable,
+        taints=tuple(
+            Taint(key=str(t.get("key")), value=t.get("value"), effect=str(t.get("effect")))
+            for t in spec.get("taints") or []
+        ),
+        ready=_ready(status),
+        unschedulable=bool(spec.get("unschedulable")),
+        zone=zone,
+        rack=rack,
+        host=host,
+    )
+
+
+def _role(value: str | None) -> Role | None:
+    if value is None:
+        return None
+    return _ROLE_ALIASES.get(value.lower())
+
+
+def _managed(pod: Pod, policy: Policy) -> bool:
+    return all(pod.labels.get(k) == v for k, v in policy.selector.items())
+
+
+def build_snapshot(objects: Iterable[Mapping[str, Any]], policy: Policy) -> Snapshot:
+    """Turn decoded Kubernetes objects into a Snapshot, recording every rejected object as an Issue."""
+    issues: list[Issue] = []
+    nodes: dict[str, Node] = {}
+    pods: dict[str, Pod] = {}
+    statefulset_replicas: dict[tuple[str, str], int] = {}
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind == "Node":
+            node = _parsed(parse_node, obj, policy, issues)
+            if node.name in nodes:
+                raise InputError("appears twice", obj=f"node {node.name}")
+            nodes[node.name] = node
+        elif kind == "Pod":
+            pod = _parsed(parse_pod, obj)
+            if pod.key in pods:
+                raise InputError("appears twice", obj=f"pod {pod.key}")
+            pods[pod.key] = pod
+        elif kind == "StatefulSet":
+            meta = obj.get("metadata") or {}
+            replicas = (obj.get("spec") or {}).get("replicas")
+            if isinstance(replicas, int):
+                statefulset_replicas[
+                    (str(meta.get("namespace") or "default"), str(meta.get("name")))
+                ] = replicas
+
+    nodes = _resolve_missing_domains(nodes, policy, issues)
+    members: list[Member] = []
+    others: list[Pod] = []
+    keys = policy.labels
+    for pod in pods.values():
+        if pod.phase in TERMINAL_PHASES:
+            continue
+        if not _managed(pod, policy):
+            if not pod.pending:
+                others.append(pod)
+            continue
+        cluster_label = pod.labels.get(keys.cluster)
+        shard_label = pod.labels.get(keys.shard)
+        missing = [
+            k for k, v in ((keys.cluster, cluster_label), (keys.shard, shard_label)) if not v
+        ]
+        if missing:
+            issues.append(
+                Issue(
+                    object=f"pod {pod.key}", message=f"label {missing[0]!r} is missing: pod skipped"
+                )
+            )
+            if not pod.pending:
+                others.append(pod)
+            continue
+        raw_role = pod.labels.get(keys.role)
+        role = _role(raw_role)
+        if raw_role is not None and role is None:
+            issues.append(
+                Issue(
+                    object=f"pod {pod.key}",
+                    message=f"label {keys.role}={raw_role!r} is not master, replica or slave: pod skipped",
+                )
+            )
+            if not pod.pending:
+                others.append(pod)
+            continue
+        if role is None and not pod.pending:
+            issues.append(
+                Issue(
+                    object=f"pod {pod.key}",
+                    message=f"running pod has no {keys.role!r} label: its shard is skipped",
+                )
+            )
+        size: int | None = None
+        raw_size = pod.annotations.get(SHARD_SIZE_ANNOTATION)
+        if raw_size is not None:
+            if raw_size.isdigit() and int(raw_size) >= 1:
+                size = int(raw_size)
+            else:
+                issues.append(
+                    Issue(
+                        object=f"pod {pod.key}",
+                        message=f"annotation {SHARD_SIZE_ANNOTATION}={raw_size!r} is not a positive integer",
+                    )
+                )
+        elif pod.owner_kind == "StatefulSet" and pod.owner_name:
+            size = statefulset_replicas.get((pod.namespace, pod.owner_name))
+        members.append(
+            Member(
+                pod=pod,
+                cluster=f"{pod.namespace}/{cluster_label}",
+                shard=str(shard_label),
+                role=role,
+                shard_size=size,
+            )
+        )
+        if pod.node_name is not None and pod.node_name not in nodes:
+            issues.append(
+                Issue(
+                    object=f"pod {pod.key}",
+                    message=f"bound to node {pod.node_name!r}, which is not in the snapshot: counted as lost",
+                    severity="warning",
+                )
+            )
+
+    members, skipped = _valid_shards(members, issues)
+    others.extend(m.pod for m in skipped if not m.pod.pending)
+    return Snapshot(
+        nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
+        members=tuple(sorted(members, key=lambda m: m.key)),
+        other_pods=tuple(sorted(others, key=lambda p: p.key)),
+        issues=tuple(issues),
+    )
+
+
+def _valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Member], list[Member]]:
+    """Drop shards whose roles contradict themselves; their running pods stay as plain load."""
+    by_shard: dict[str, list[Member]] = {}
+    for m in members:
+        by_shard.setdefault(m.shard_key, []).append(m)
+    kept: list[Member] = []
+    skipped: list[Member] = []
+    for shard_key, group in sorted(by_shard.items()):
+        masters = sorted(m.key for m in group if m.role is Role.MASTER and not m.pod.deleting)
+        unlabelled_running = [m for m in group if m.role is None and not m.pod.pending]
+        if len(masters) > 1:
+            issues.append(
+                Issue(
+                    object=f"shard {shard_key}",
+                    message=f"has {len(masters)} masters ({', '.join(masters)}): shard skipped",
+                )
+            )
+            skipped.extend(group)
+        elif unlabelled_running:
+            skipped.extend(group)
+        else:
+            kept.extend(group)
+    return kept, skipped
+
+
+def _resolve_missing_domains(
+    nodes: dict[str, Node], policy: Policy, issues: list[Issue]
+) -> dict[str, Node]:
+    """A node missing a topology label is reported, never merged into another domain silently.
+
+    A cluster with no zone (or rack) labels at all is one zone (one rack per zone) and says so once.
+    A single node without a zone label takes no new managed pod; without a rack label, it counts as
+    sharing a rack with its whole zone, which is the cautious reading (a rack lies inside its zone).
+    """
+    topo = policy.topology
+    labelled_zone = (
+        any(n.labels.get(topo.zone) is not None for n in nodes.values()) if topo.zone else False
+    )
+    labelled_rack = (
+        any(n.labels.get(topo.rack) is not None for n in nodes.values()) if topo.rack else False
+    )
+    if nodes and not labelled_zone:
+        issues.append(
+            Issue(
+                object="cluster",
+                message=f"no node has the zone label {topo.zone!r}: all nodes count as one zone",
+                severity="warning",
+            )
+        )
+    if nodes and not labelled_rack and policy.level_in_use("rack"):
+        issues.append(
+            Issue(
+                object="cluster",
+                message=f"no node has the rack label {topo.rack!r}: each zone counts as one rack",
+                severity="warning",
+            )
+        )
+    resolved: dict[str, Node] = {}
+    for name, node in nodes.items():
+        if not labelled_zone:
+            node = node.model_copy(
+                update={"zone": "", "rack": node.labels.get(topo.rack, "/*") if topo.rack else "/*"}
+            )
+        elif node.zone is None:
+            issues.append(
+                Issue(
+                    object=f"node {name}",
+                    message=f"label {topo.zone!r} (zone) is missing: the node takes no new managed pod",
+                    severity="warning",
+                )
+            )
+        elif (
+            labelled_rack
+            and topo.rack
+            and node.labels.get(topo.rack) is None
+            and policy.level_in_use("rack")
+        ):
+            issues.append(
+                Issue(
+                    object=f"node {name}",
+                    message=f"label {topo.rack!r} (rack) is missing: counted as one rack with its whole zone",
+                    severity="warning",
+                )
+            )
+        resolved[name] = node
+    return resolved

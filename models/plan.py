@@ -1,0 +1,89 @@
+"""The plan: what the solver decided, in the JSON contract other tools read."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from models.base import Wire
+
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"]
+Action = Literal["keep", "place", "move"]
+Severity = Literal["hard", "soft"]
+Mode = Literal["place", "rebalance"]
+
+
+class Assignment(Wire):
+    pod: str
+    node: str | None
+    role: Literal["master", "replica"]
+    cluster: str
+    shard: str
+    action: Action
+    from_node: str | None = None
+    """Where a moved pod runs now."""
+
+
+class Failover(Wire):
+    cluster: str
+    shard: str
+    from_: str = Field(alias="from")
+    to: str
+
+
+class Unplaced(Wire):
+    pod: str
+    reason: str
+
+
+class Violation(Wire):
+    rule: str
+    severity: Severity
+    pods: list[str] = []
+    nodes: list[str] = []
+    message: str
+
+
+class DomainLoss(Wire):
+    """The worst single failure at one topology level."""
+
+    level: str
+    domain: str | None
+    master_loss_ratio: float
+    """Largest share of one Redis cluster's masters that this failure takes down."""
+    cluster: str | None = None
+    shards_lost: int = 0
+    """Shards left with no member alive."""
+
+
+class SkippedInput(Wire):
+    object: str
+    message: str
+    severity: str = "error"
+
+
+class Plan(Wire):
+    status: Status
+    mode: Mode = "place"
+    degraded: bool = False
+    objective: float = 0
+    bound: float = 0
+    gap: float = 0
+    solve_seconds: float = 0.0
+    assignments: list[Assignment] = []
+    failovers: list[Failover] = []
+    unplaced: list[Unplaced] = []
+    violations: list[Violation] = []
+    broken_rules: list[str] = []
+    """Required rules relaxed to find a plan (only when degraded)."""
+    explanation: list[str] = []
+    """Why some pods cannot be placed, in words."""
+    worst_domain_loss: list[DomainLoss] = []
+    skipped: list[SkippedInput] = []
+    objective_terms: dict[str, float] = {}
+
+    @property
+    def hard_violations(self) -> list[Violation]:
+        return [v for v in self.violations if v.severity == "hard"]
+
+    def to_json_dict(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True)

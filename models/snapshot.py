@@ -1,0 +1,46 @@
+"""A cluster as read at one instant: the solver's whole input besides the policy."""
+
+from functools import cached_property
+
+from pydantic import ConfigDict
+
+from models.base import Value
+from models.cluster import Member, Node, Pod
+
+
+class Issue(Value):
+    """Input that was skipped or distrusted, with why. Nothing running is touched because of it."""
+
+    object: str
+    message: str
+    severity: str = "error"
+
+
+class Snapshot(Value):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    nodes: tuple[Node, ...] = ()
+    members: tuple[Member, ...] = ()
+    other_pods: tuple[Pod, ...] = ()
+    """Bound pods that are not managed Redis pods: they consume node capacity."""
+    issues: tuple[Issue, ...] = ()
+
+    @cached_property
+    def node_by_name(self) -> dict[str, Node]:
+        return {node.name: node for node in self.nodes}
+
+    @cached_property
+    def shards(self) -> dict[str, list[Member]]:
+        """Members grouped by ``cluster/shard``, in a stable order."""
+        grouped: dict[str, list[Member]] = {}
+        for member in sorted(self.members, key=lambda m: (m.shard_key, m.key)):
+            grouped.setdefault(member.shard_key, []).append(member)
+        return grouped
+
+    @property
+    def pending(self) -> list[Member]:
+        return [m for m in self.members if m.pod.pending]
+
+    @property
+    def running(self) -> list[Member]:
+        return [m for m in self.members if not m.pod.pending]

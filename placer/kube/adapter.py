@@ -1,0 +1,721 @@
+"""The one place that talks to the Kubernetes API.
+
+Everything that decides (the binder's batching, the rebalance plan) takes a ``KubeAdapter`` and
+can be tested with ``placer.kube.fake.FakeKubeAdapter``; only this module and ``leader.py``
+issue requests. Objects cross this boundary as plain dicts in the exact shape
+``kubectl get -o json`` prints (camelCase keys, ``kind``/``apiVersion`` set), the same shape the
+snapshot parser reads from files, so a live cluster and a file go through one parser.
+
+Responses are read raw (``_preload_content=False``) and decoded with ``json.loads``: the
+generated client's pydantic models are slow for thousands of pods, reject fields newer than
+the client, and ``create_namespaced_pod_binding`` fails decoding the ``Status`` the server
+returns for a successful bind.
+"""
+
+import json
+import logging
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
+
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from urllib3 import HTTPResponse
+
+from placer.kube.objects import (
+    already_bound_node,
+    build_binding,
+    build_event,
+    build_eviction,
+    build_pin_patch,
+    gate_names,
+    status_message,
+)
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_COMPONENT = "redis-placer"
+API_VERSIONS = {"Node": "v1", "Pod": "v1", "StatefulSet": "apps/v1"}
+
+
+class Permission(NamedTuple):
+    """One RBAC grant: API group ("" is core), resource (with subresource), verb."""
+
+    group: str
+    resource: str
+    verb: str
+
+
+# Every API call the adapter (and the leader elector) makes, by method. deploy/ RBAC is
+# checked against this table by tests/test_deploy.py in both directions: every needed grant
+# is there and nothing more is granted. Change the code, change the table, change the Role.
+REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
+    "list_nodes": (Permission("", "nodes", "list"),),
+    "watch_nodes": (Permission("", "nodes", "watch"),),
+    "list_pods": (Permission("", "pods", "list"),),
+    "watch_pods": (Permission("", "pods", "watch"),),
+    "list_statefulsets": (Permission("apps", "statefulsets", "list"),),
+    "get_pod": (Permission("", "pods", "get"),),
+    "bind_pod": (Permission("", "pods/binding", "create"),),
+    "pin_and_ungate": (Permission("", "pods", "get"), Permission("", "pods", "patch")),
+    "record_event": (Permission("", "events", "create"),),
+    "evict_pod": (Permission("", "pods/eviction", "create"),),
+    "patch_pod_labels": (Permission("", "pods", "patch"),),
+    "write_configmap": (
+        Permission("", "configmaps", "create"),
+        Permission("", "configmaps", "update"),
+    ),
+    "read_configmap": (Permission("", "configmaps", "get"),),
+    "leader_election": (
+        Permission("coordination.k8s.io", "leases", "get"),
+        Permission("coordination.k8s.io", "leases", "create"),
+        Permission("coordination.k8s.io", "leases", "update"),
+    ),
+}
+
+# Which calls each in-cluster workload makes, and whether the grant is cluster-wide or only
+# in the workload's own namespace (a Role rather than the ClusterRole).
+COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
+    "binder": {
+        "list_nodes": "cluster",
+        "watch_nodes": "cluster",
+        "list_pods": "cluster",
+        "watch_pods": "cluster",
+        "list_statefulsets": "cluster",  # shard size when pods lack the annotation
+        "get_pod": "cluster",
+        "bind_pod": "cluster",
+        "pin_and_ungate": "cluster",
+        "record_event": "cluster",
+        "leader_election": "namespace",
+    },
+    "rebalance": {
+        "list_nodes": "cluster",
+        "list_pods": "cluster",
+        "list_statefulsets": "cluster",
+        "get_pod": "cluster",
+        "evict_pod": "cluster",
+        "patch_pod_labels": "cluster",  # the redis-role label follows a CLUSTER FAILOVER
+        "record_event": "cluster",
+        "write_configmap": "namespace",  # the rebalance report
+        "read_configmap": "namespace",
+    },
+}
+
+
+def permissions_for(component: str) -> dict[str, set[Permission]]:
+    """``{"cluster": {...}, "namespace": {...}}`` grants the component needs."""
+    scopes: dict[str, set[Permission]] = {"cluster": set(), "namespace": set()}
+    for call, scope in COMPONENT_CALLS[component].items():
+        scopes[scope].update(REQUIRED_PERMISSIONS[call])
+    return scopes
+
+
+class BindOutcome(StrEnum):
+    BOUND = "bound"
+    CONFLICT = "conflict"  # already bound (maybe by us, earlier), still gated, or uid changed
+    GONE = "gone"
+    ERROR = "error"
+
+
+class PatchOutcome(StrEnum):
+    PATCHED = "patched"
+    CONFLICT = "conflict"  # resourceVersion moved on: re-read and decide again
+    GONE = "gone"
+    NOT_GATED = "not_gated"  # the gate is not (or no longer) on the pod
+    ERROR = "error"
+
+
+class EvictOutcome(StrEnum):
+    EVICTED = "evicted"
+    BLOCKED = "blocked"  # 429: a PodDisruptionBudget says no, for now
+    GONE = "gone"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class BindResult:
+    outcome: BindOutcome
+    status: int = 0  # HTTP status; 0 when no response arrived
+    message: str = ""
+    bound_node: str | None = None  # on conflict: where the server says the pod already is
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is BindOutcome.BOUND
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    outcome: PatchOutcome
+    status: int = 0
+    message: str = ""
+    pod: dict[str, Any] | None = None  # the pod as the server returned it after the patch
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is PatchOutcome.PATCHED
+
+
+@dataclass(frozen=True)
+class EvictResult:
+    outcome: EvictOutcome
+    status: int = 0
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is EvictOutcome.EVICTED
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One line of a watch stream: ADDED, MODIFIED, DELETED or BOOKMARK, and the object."""
+
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class KubeApiError(RuntimeError):
+    """A request that had no expected outcome failed; carries the HTTP status (0: no response)."""
+
+    def __init__(self, action: str, status: int, message: str) -> None:
+        super().__init__(
+            f"{action}: HTTP {status}: {message}" if status else f"{action}: {message}"
+        )
+        self.action = action
+        self.status = status
+        self.message = message
+
+
+class WatchExpired(KubeApiError):
+    """The watch's resourceVersion is too old (410 Gone): list again, then watch from there."""
+
+
+@runtime_checkable
+class KubeAdapter(Protocol):
+    """What the binder and rebalance need from Kubernetes; objects are plain kubectl-shaped dicts."""
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]: ...
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+    def list_pods_with_version(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]: ...
+
+    def list_statefulsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult: ...
+
+    def pin_and_ungate(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        gate: str,
+        resource_version: str,
+        pod: Mapping[str, Any] | None = None,
+    ) -> PatchResult: ...
+
+    def record_event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        component: str = DEFAULT_COMPONENT,
+    ) -> bool: ...
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult: ...
+
+    def patch_pod_labels(
+        self, namespace: str, name: str, labels: Mapping[str, str | None]
+    ) -> PatchResult: ...
+
+    def write_configmap(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "replaced"]: ...
+
+    def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
+
+def _with_kind(item: dict[str, Any], kind: str, api_version: str = "v1") -> dict[str, Any]:
+    # List items come without kind/apiVersion; kubectl adds them, and so do we.
+    item.setdefault("kind", kind)
+    item.setdefault("apiVersion", api_version)
+    return item
+
+
+def _raw(value: object) -> HTTPResponse:
+    """With ``_preload_content=False`` the client returns urllib3's response, whatever it is typed."""
+    return cast(HTTPResponse, value)
+
+
+def _failure(exc: Exception) -> tuple[int, str]:
+    """(status, message) of a failed request; status 0 when the server never answered."""
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        return status, status_message(exc.body, str(exc.reason or ""))
+    return 0, f"{type(exc).__name__}: {exc}"
+
+
+def default_instance() -> str:
+    """Who is reporting: the pod name in a cluster (downward API), else the host name."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+class KubernetesAdapter:
+    """``KubeAdapter`` over the official client; one instance per ``ApiClient`` (thread-safe)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        instance: str | None = None,
+        request_timeout: float = 30.0,
+        list_timeout: float = 300.0,
+        page_size: int = 500,
+    ) -> None:
+        self.api_client = api_client
+        self.core = CoreV1Api(api_client)
+        self.apps = AppsV1Api(api_client)
+        self.instance = instance or default_instance()
+        self.request_timeout = request_timeout
+        self.list_timeout = list_timeout
+        self.page_size = page_size
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _list(
+        self,
+        action: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Paged list (``limit``/``continue``, as kubectl does) so huge clusters stream in chunks.
+
+        The resourceVersion of the first page is the list's: the pages are one consistent
+        snapshot. A continue token that expired mid-list (410) restarts the list once.
+        """
+        for attempt in (1, 2):
+            items: list[dict[str, Any]] = []
+            version = ""
+            token: str | None = None
+            try:
+                while True:
+                    raw = self._list_page(kind, namespace, label_selector, field_selector, token)
+                    page = json.loads(raw)
+                    items.extend(
+                        _with_kind(item, kind, API_VERSIONS[kind])
+                        for item in page.get("items") or []
+                    )
+                    meta = page.get("metadata") or {}
+                    version = version or str(meta.get("resourceVersion", ""))
+                    token = meta.get("continue") or None
+                    if not token:
+                        return items, version
+            except ApiException as exc:
+                if exc.status == 410 and attempt == 1:
+                    log.info("list %s: continue token expired, listing again", kind)
+                    continue
+                raise KubeApiError(action, *_failure(exc)) from exc
+            except Exception as exc:  # connection errors (urllib3), undecodable bodies
+                raise KubeApiError(action, *_failure(exc)) from exc
+        raise KubeApiError(action, 410, "continue token expired twice")  # pragma: no cover
+
+    def _list_page(
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        token: str | None,
+    ) -> bytes:
+        common: dict[str, Any] = {
+            "label_selector": label_selector,
+            "field_selector": field_selector,
+            "limit": self.page_size,
+            "_continue": token,
+            "_preload_content": False,
+            "_request_timeout": self.list_timeout,
+        }
+        if kind == "Node":
+            resp = _raw(self.core.list_node(**common))
+        elif kind == "StatefulSet" and namespace:
+            resp = _raw(self.apps.list_namespaced_stateful_set(namespace, **common))
+        elif kind == "StatefulSet":
+            resp = _raw(self.apps.list_stateful_set_for_all_namespaces(**common))
+        elif namespace:
+            resp = _raw(self.core.list_namespaced_pod(namespace, **common))
+        else:
+            resp = _raw(self.core.list_pod_for_all_namespaces(**common))
+        data: bytes = resp.data
+        return data
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self._list("list nodes", "Node", None, label_selector, None)[0]
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.list_pods_with_version(namespace, label_selector, field_selector)[0]
+
+    def list_pods_with_version(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Pods and the list's resourceVersion, the point a following watch starts from."""
+        return self._list("list pods", "Pod", namespace, label_selector, field_selector)
+
+    def list_statefulsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """StatefulSets: their replicas give a shard's size when pods lack the annotation."""
+        return self._list("list statefulsets", "StatefulSet", namespace, label_selector, None)[0]
+
+    def _watch(
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        resource_version: str | None,
+        timeout_seconds: int,
+    ) -> Iterator[WatchEvent]:
+        action = f"watch {kind.lower()}s"
+        common: dict[str, Any] = {
+            "label_selector": label_selector,
+            "field_selector": field_selector,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout_seconds,
+            "watch": True,
+            "_preload_content": False,
+            # the server ends the watch after timeout_seconds; the read timeout is a backstop
+            "_request_timeout": (self.request_timeout, timeout_seconds + 30),
+        }
+        try:
+            if kind == "Node":
+                resp = _raw(self.core.list_node(**common))
+            elif namespace:
+                resp = _raw(self.core.list_namespaced_pod(namespace, **common))
+            else:
+                resp = _raw(self.core.list_pod_for_all_namespaces(**common))
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        try:
+            buffer = b""
+            for chunk in resp.stream(64 * 1024, decode_content=True):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield self._watch_event(action, kind, line)
+            if buffer.strip():
+                yield self._watch_event(action, kind, buffer)
+        except KubeApiError:
+            raise
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        finally:
+            resp.release_conn()
+
+    @staticmethod
+    def _watch_event(action: str, kind: str, line: bytes) -> WatchEvent:
+        event = json.loads(line)
+        obj = event.get("object") or {}
+        if event.get("type") == "ERROR":
+            code = int(obj.get("code") or 0)
+            error = WatchExpired if code == 410 else KubeApiError
+            raise error(action, code, str(obj.get("message", "")))
+        return WatchEvent(str(event.get("type")), _with_kind(obj, kind))
+
+    def watch_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Pod changes after ``resource_version``; ends when the server closes the watch.
+
+        Raises ``WatchExpired`` when the version is too old: list again and resume.
+        """
+        return self._watch(
+            "Pod", namespace, label_selector, field_selector, resource_version, timeout_seconds
+        )
+
+    def watch_nodes(
+        self,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]:
+        return self._watch("Node", None, label_selector, None, resource_version, timeout_seconds)
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod, or None when it does not exist."""
+        try:
+            resp = _raw(
+                self.core.read_namespaced_pod(
+                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+                )
+            )
+            return _with_kind(json.loads(resp.data), "Pod")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeApiError(f"get pod {namespace}/{name}", *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(f"get pod {namespace}/{name}", *_failure(exc)) from exc
+
+    # -- enforcing -----------------------------------------------------------------------
+
+    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+        """Bind through ``pods/binding``; the server does it atomically, at most once.
+
+        201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
+        retry after a lost response can tell its own earlier success), is still gated, or is a
+        newer pod with the same name (uid precondition). 404 means it is gone.
+        """
+        try:
+            resp = _raw(
+                self.core.create_namespaced_pod_binding(
+                    name,
+                    namespace,
+                    build_binding(name, uid, node),  # type: ignore[arg-type]  # validated into V1Binding
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except Exception as exc:
+            status, message = _failure(exc)
+            if status == 409:
+                return BindResult(
+                    BindOutcome.CONFLICT, status, message, already_bound_node(message)
+                )
+            if status == 404:
+                return BindResult(BindOutcome.GONE, status, message)
+            return BindResult(BindOutcome.ERROR, status, message)
+        return BindResult(BindOutcome.BOUND, int(resp.status), f"bound to {node}", node)
+
+    def pin_and_ungate(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        gate: str,
+        resource_version: str,
+        pod: Mapping[str, Any] | None = None,
+    ) -> PatchResult:
+        """Pin a gated pod to ``node`` (required node affinity) and lift ``gate``, in one patch.
+
+        ``pod`` is the object at ``resource_version`` if the caller has it (saves a GET).
+        The patch carries ``resource_version``, so a pod changed since then gives CONFLICT
+        rather than a pin computed from stale terms. The default scheduler then binds it,
+        still checking resources and taints.
+        """
+        where = f"{namespace}/{name}"
+        if pod is None:
+            try:
+                pod = self.get_pod(namespace, name)
+            except KubeApiError as exc:
+                return PatchResult(PatchOutcome.ERROR, exc.status, exc.message)
+            if pod is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {where} not found")
+        current = str((pod.get("metadata") or {}).get("resourceVersion", ""))
+        if current != resource_version:
+            return PatchResult(
+                PatchOutcome.CONFLICT,
+                409,
+                f"pod {where} is at resourceVersion {current}, not {resource_version}",
+            )
+        if gate not in gate_names(pod):
+            return PatchResult(
+                PatchOutcome.NOT_GATED, 0, f"pod {where} has no scheduling gate {gate!r}", dict(pod)
+            )
+        body = build_pin_patch(pod, node, gate, resource_version)
+        return self._merge_patch(namespace, name, body, f"pinned to {node}")
+
+    def _merge_patch(
+        self, namespace: str, name: str, body: dict[str, Any], done: str
+    ) -> PatchResult:
+        try:
+            resp = _raw(
+                self.core.patch_namespaced_pod(
+                    name,
+                    namespace,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except Exception as exc:
+            status, message = _failure(exc)
+            outcome = {409: PatchOutcome.CONFLICT, 404: PatchOutcome.GONE}.get(
+                status, PatchOutcome.ERROR
+            )
+            return PatchResult(outcome, status, message)
+        return PatchResult(
+            PatchOutcome.PATCHED, int(resp.status), done, _with_kind(json.loads(resp.data), "Pod")
+        )
+
+    def patch_pod_labels(
+        self, namespace: str, name: str, labels: Mapping[str, str | None]
+    ) -> PatchResult:
+        """Set labels (a None value removes the label) with a merge patch."""
+        return self._merge_patch(
+            namespace, name, {"metadata": {"labels": dict(labels)}}, "labels patched"
+        )
+
+    def record_event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        component: str = DEFAULT_COMPONENT,
+    ) -> bool:
+        """Best effort: an Event that cannot be written is logged, never raised."""
+        body = build_event(pod, reason, message, type, component, self.instance)
+        namespace = body["metadata"]["namespace"]
+        try:
+            self.core.create_namespaced_event(
+                namespace,
+                body,  # type: ignore[arg-type]  # validated into CoreV1Event
+                _headers={"Content-Type": JSON},
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except Exception as exc:
+            status, text = _failure(exc)
+            log.warning("event %s on pod %s/%s not recorded: %s %s", reason, namespace,
+                        body["involvedObject"]["name"], status, text)  # fmt: skip
+            return False
+        return True
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult:
+        """Ask the Eviction API, which honours PodDisruptionBudgets (429 = blocked, retry later)."""
+        try:
+            resp = _raw(
+                self.core.create_namespaced_pod_eviction(
+                    name,
+                    namespace,
+                    build_eviction(namespace, name, uid),  # type: ignore[arg-type]
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except Exception as exc:
+            status, message = _failure(exc)
+            # 409: the uid precondition failed, so the pod meant is gone (replaced by a namesake)
+            outcome = {
+                429: EvictOutcome.BLOCKED,
+                404: EvictOutcome.GONE,
+                409: EvictOutcome.GONE,
+            }.get(status, EvictOutcome.ERROR)
+            return EvictResult(outcome, status, message)
+        return EvictResult(EvictOutcome.EVICTED, int(resp.status), "evicted")
+
+    def write_configmap(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "replaced"]:
+        """Create the ConfigMap, or replace it whole if it exists (last writer wins: a report)."""
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if labels:
+            metadata["labels"] = dict(labels)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
+        action = f"write configmap {namespace}/{name}"
+        try:
+            self.core.create_namespaced_config_map(
+                namespace,
+                body,  # type: ignore[arg-type]
+                _headers={"Content-Type": JSON},
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+            return "created"
+        except ApiException as exc:
+            if exc.status != 409:
+                raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        try:
+            self.core.replace_namespaced_config_map(
+                name,
+                namespace,
+                body,  # type: ignore[arg-type]
+                _headers={"Content-Type": JSON},
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return "replaced"
+
+    def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The ConfigMap's data, or None when it does not exist."""
+        try:
+            resp = _raw(
+                self.core.read_namespaced_config_map(
+                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
+        data = json.loads(resp.data).get("data") or {}
+        return {str(k): str(v) for k, v in data.items()}

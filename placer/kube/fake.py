@@ -1,0 +1,301 @@
+"""An in-memory ``KubeAdapter`` with the API server's rules that matter to the binder.
+
+It refuses a second bind (409 naming the node), binds no gated pod, checks uid preconditions,
+bumps resourceVersions so stale pins conflict, applies the very merge patch the real adapter
+sends, and records events and evictions, so decision logic is tested without a cluster.
+"""
+
+import copy
+import itertools
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
+
+from placer.kube.adapter import (
+    DEFAULT_COMPONENT,
+    BindOutcome,
+    BindResult,
+    EventType,
+    EvictOutcome,
+    EvictResult,
+    PatchOutcome,
+    PatchResult,
+    WatchEvent,
+)
+from placer.kube.objects import (
+    apply_merge_patch,
+    build_event,
+    build_pin_patch,
+    gate_names,
+)
+
+Key = tuple[str, str]
+
+
+def _selector_matches(labels: Mapping[str, str], selector: str | None) -> bool:
+    """Equality-based selectors only (``a=b,c!=d,e``): what the binder uses."""
+    if not selector:
+        return True
+    for part in selector.split(","):
+        part = part.strip()
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in part:
+            key, value = part.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif part.startswith("!"):
+            if part[1:] in labels:
+                return False
+        elif part not in labels:
+            return False
+    return True
+
+
+class FakeKubeAdapter:
+    """Thread-safe in-memory cluster; ``evict_blocked`` decides which evictions a PDB refuses."""
+
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]] | None = None,
+        pods: list[dict[str, Any]] | None = None,
+        evict_blocked: Callable[[dict[str, Any]], str | None] | None = None,
+        statefulsets: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._version = itertools.count(1)
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[Key, dict[str, Any]] = {}
+        self.configmaps: dict[Key, dict[str, str]] = {}
+        self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
+        self.events: list[dict[str, Any]] = []
+        self.evicted: list[Key] = []
+        self.binds: list[tuple[Key, str]] = []
+        self.log: list[tuple[int, WatchEvent]] = []
+        self.evict_blocked = evict_blocked
+        for node in nodes or []:
+            self.add_node(node)
+        for pod in pods or []:
+            self.add_pod(pod)
+
+    # -- test set-up ---------------------------------------------------------------------
+
+    def _stamp(self, obj: dict[str, Any], kind: str) -> dict[str, Any]:
+        obj.setdefault("kind", kind)
+        obj.setdefault("apiVersion", "v1")
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(next(self._version))
+        return obj
+
+    def _record(self, type_: str, pod: dict[str, Any]) -> None:
+        version = int(pod["metadata"]["resourceVersion"])
+        self.log.append((version, WatchEvent(type_, copy.deepcopy(pod))))
+
+    def add_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            node = self._stamp(copy.deepcopy(node), "Node")
+            self.nodes[node["metadata"]["name"]] = node
+            return copy.deepcopy(node)
+
+    def add_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            pod = self._stamp(copy.deepcopy(pod), "Pod")
+            meta = pod["metadata"]
+            meta.setdefault("namespace", "default")
+            meta.setdefault("uid", str(uuid.uuid4()))
+            self.pods[(meta["namespace"], meta["name"])] = pod
+            self._record("ADDED", pod)
+            return copy.deepcopy(pod)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        with self._lock:
+            pod = self.pods.pop((namespace, name), None)
+            if pod is not None:
+                self._stamp(pod, "Pod")
+                self._record("DELETED", pod)
+
+    def _update(self, key: Key, pod: dict[str, Any]) -> dict[str, Any]:
+        self._stamp(pod, "Pod")
+        self.pods[key] = pod
+        self._record("MODIFIED", pod)
+        return copy.deepcopy(pod)
+
+    # -- KubeAdapter ---------------------------------------------------------------------
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                copy.deepcopy(n)
+                for n in self.nodes.values()
+                if _selector_matches((n["metadata"].get("labels") or {}), label_selector)
+            ]
+
+    def list_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.list_pods_with_version(namespace, label_selector, field_selector)[0]
+
+    def list_pods_with_version(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        if field_selector:
+            raise NotImplementedError("the fake supports label selectors only")
+        with self._lock:
+            pods = [
+                copy.deepcopy(p)
+                for (ns, _), p in sorted(self.pods.items())
+                if (namespace is None or ns == namespace)
+                and _selector_matches(p["metadata"].get("labels") or {}, label_selector)
+            ]
+            return pods, str(max([v for v, _ in self.log], default=0))
+
+    def watch_pods(
+        self,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Replays recorded changes after ``resource_version``, then ends (a watch timeout)."""
+        after = int(resource_version or 0)
+        with self._lock:
+            events = [e for v, e in self.log if v > after]
+        for event in events:
+            meta = event.object["metadata"]
+            if namespace and meta.get("namespace") != namespace:
+                continue
+            if _selector_matches(meta.get("labels") or {}, label_selector):
+                yield event
+
+    def list_statefulsets(
+        self, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                copy.deepcopy(s)
+                for s in self.statefulsets
+                if (namespace is None or s["metadata"].get("namespace") == namespace)
+                and _selector_matches(s["metadata"].get("labels") or {}, label_selector)
+            ]
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            return copy.deepcopy(pod) if pod else None
+
+    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return BindResult(BindOutcome.GONE, 404, f'pods "{name}" not found')
+            if uid and pod["metadata"].get("uid") != uid:
+                return BindResult(BindOutcome.CONFLICT, 409, "Precondition failed: UID mismatch")
+            current = (pod.get("spec") or {}).get("nodeName")
+            if current:
+                return BindResult(
+                    BindOutcome.CONFLICT,
+                    409,
+                    f'pod {name} is already assigned to node "{current}"',
+                    current,
+                )
+            if gate_names(pod):
+                return BindResult(
+                    BindOutcome.CONFLICT, 409, f"pod {name} has non-empty .spec.schedulingGates"
+                )
+            pod = copy.deepcopy(pod)
+            pod.setdefault("spec", {})["nodeName"] = node
+            self._update((namespace, name), pod)
+            self.binds.append(((namespace, name), node))
+            return BindResult(BindOutcome.BOUND, 201, f"bound to {node}", node)
+
+    def pin_and_ungate(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        gate: str,
+        resource_version: str,
+        pod: Mapping[str, Any] | None = None,
+    ) -> PatchResult:
+        with self._lock:
+            stored = self.pods.get((namespace, name))
+            if stored is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if stored["metadata"]["resourceVersion"] != resource_version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
+            if gate not in gate_names(stored):
+                return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
+            patch = build_pin_patch(stored, node, gate, resource_version)
+            patched = apply_merge_patch(copy.deepcopy(stored), patch)
+            return PatchResult(
+                PatchOutcome.PATCHED,
+                200,
+                f"pinned to {node}",
+                self._update((namespace, name), patched),
+            )
+
+    def record_event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        type: EventType = "Normal",
+        component: str = DEFAULT_COMPONENT,
+    ) -> bool:
+        with self._lock:
+            self.events.append(build_event(pod, reason, message, type, component, "fake"))
+        return True
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult:
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None or (uid and pod["metadata"].get("uid") != uid):
+                return EvictResult(EvictOutcome.GONE, 404, f'pods "{name}" not found')
+            reason = self.evict_blocked(copy.deepcopy(pod)) if self.evict_blocked else None
+            if reason:
+                return EvictResult(EvictOutcome.BLOCKED, 429, reason)
+            self.evicted.append((namespace, name))
+            self.delete_pod(namespace, name)
+            return EvictResult(EvictOutcome.EVICTED, 201, "evicted")
+
+    def patch_pod_labels(
+        self, namespace: str, name: str, labels: Mapping[str, str | None]
+    ) -> PatchResult:
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            patched = apply_merge_patch(copy.deepcopy(pod), {"metadata": {"labels": dict(labels)}})
+            return PatchResult(
+                PatchOutcome.PATCHED,
+                200,
+                "labels patched",
+                self._update((namespace, name), patched),
+            )
+
+    def write_configmap(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "replaced"]:
+        with self._lock:
+            existed = (namespace, name) in self.configmaps
+            self.configmaps[(namespace, name)] = dict(data)
+            return "replaced" if existed else "created"
+
+    def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        with self._lock:
+            data = self.configmaps.get((namespace, name))
+            return dict(data) if data is not None else None

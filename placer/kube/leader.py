@@ -1,0 +1,301 @@
+"""One active binder at a time, through a ``coordination.k8s.io/v1`` Lease.
+
+The client's shipped ``kubernetes.leaderelection`` cannot serve here: its loops sleep with
+``time.sleep`` and never look at a stop signal, it never releases the lease on shutdown (the
+standby then waits a whole lease duration), ``LeaseLock`` always uses the global default
+client rather than ours, and a bad config calls ``sys.exit``. This module follows the same
+protocol as client-go (holderIdentity, leaseDurationSeconds, acquire/renew times, transitions,
+expiry judged by the local clock since the record last changed, release by clearing the holder),
+so it interoperates with client-go candidates, and stops within one retry period.
+"""
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes.client import ApiClient
+
+log = logging.getLogger(__name__)
+
+LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+@dataclass(frozen=True)
+class LeaderConfig:
+    """client-go's defaults: 15 s lease, give up renewing after 10 s, retry every 2 s."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    jitter: float = 1.2
+
+    def __post_init__(self) -> None:
+        if self.retry_period <= 0:
+            raise ValueError("retry_period must be positive")
+        if self.renew_deadline <= self.jitter * self.retry_period:
+            raise ValueError("renew_deadline must exceed jitter * retry_period")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError(
+                "lease_duration must exceed renew_deadline, or two leaders could overlap"
+            )
+
+
+class LeaseError(RuntimeError):
+    """The Lease could not be read or written for a reason other than a lost race."""
+
+
+class LeaseClient(Protocol):
+    """Get/create/replace one Lease; create/replace return None when another writer won (409)."""
+
+    def get(self) -> dict[str, Any] | None: ...
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
+class ApiLeaseClient:
+    """``LeaseClient`` over an ``ApiClient``.
+
+    Sends raw JSON rather than ``V1Lease`` models: Lease times are MicroTime, which the server
+    parses only with exactly six fraction digits, and the client's models drop them when zero.
+    """
+
+    def __init__(
+        self, api_client: ApiClient, namespace: str, name: str, request_timeout: float = 10.0
+    ) -> None:
+        self.api_client = api_client
+        self.namespace = namespace
+        self.name = name
+        self.request_timeout = request_timeout
+
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            params = self.api_client.param_serialize(
+                method=method,
+                resource_path=path,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = self.api_client.call_api(*params, _request_timeout=self.request_timeout)
+            raw = resp.read()
+        except Exception as exc:  # connection refused, timeouts, TLS: all transient here
+            raise LeaseError(f"{method} lease {self.namespace}/{self.name}: {exc}") from exc
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            data = None
+        return int(resp.status), data
+
+    def _path(self, named: bool) -> str:
+        base = LEASES_PATH.format(namespace=self.namespace)
+        return f"{base}/{self.name}" if named else base
+
+    def _check(self, method: str, status: int, data: Any) -> dict[str, Any] | None:
+        if 200 <= status < 300 and isinstance(data, dict):
+            return data
+        if status == 409:
+            return None
+        message = data.get("message", "") if isinstance(data, dict) else ""
+        raise LeaseError(f"{method} lease {self.namespace}/{self.name}: HTTP {status} {message}")
+
+    def get(self) -> dict[str, Any] | None:
+        status, data = self._request("GET", self._path(True))
+        if status == 404:
+            return None
+        return self._check("GET", status, data)
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        status, data = self._request("POST", self._path(False), body)
+        return self._check("POST", status, data)
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        status, data = self._request("PUT", self._path(True), body)
+        if status == 404:  # deleted under us: another round will create it
+            return None
+        return self._check("PUT", status, data)
+
+
+def micro_time(moment: datetime) -> str:
+    """RFC 3339 with exactly six fraction digits, as the API's MicroTime requires."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Campaigns for, renews and releases one Lease. ``run`` drives it; the rest is testable alone."""
+
+    def __init__(
+        self,
+        client: LeaseClient,
+        identity: str,
+        config: LeaderConfig | None = None,
+        *,
+        namespace: str = "",
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if not identity:
+            raise ValueError("identity must not be empty")
+        self.client = client
+        self.identity = identity
+        self.config = config or LeaderConfig()
+        self.namespace = namespace or str(getattr(client, "namespace", ""))
+        self.name = name or str(getattr(client, "name", ""))
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._observed_version: str | None = None
+        self._observed_at = 0.0
+        self._leader = threading.Event()
+        self.holder: str | None = None  # last holder seen in the Lease
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader.is_set()
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        version = str((lease.get("metadata") or {}).get("resourceVersion", ""))
+        if version != self._observed_version:
+            self._observed_version = version
+            self._observed_at = self.clock()
+        self.holder = (lease.get("spec") or {}).get("holderIdentity") or None
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: True if this candidate holds the Lease afterwards."""
+        try:
+            lease = self.client.get()
+            stamp = micro_time(self.wall_clock())
+            if lease is None:
+                created = self.client.create(self._new_lease(stamp))
+                if created is None:
+                    return False
+                self._observe(created)
+                return True
+            self._observe(lease)
+            spec = dict(lease.get("spec") or {})
+            holder = spec.get("holderIdentity") or ""
+            duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
+            if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+                return False  # held by another and not expired by our clock
+            if holder != self.identity:
+                spec["acquireTime"] = stamp
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            spec["holderIdentity"] = self.identity
+            spec["leaseDurationSeconds"] = max(1, round(self.config.lease_duration))
+            spec["renewTime"] = stamp
+            updated = self.client.replace({**lease, "spec": spec})
+        except LeaseError as exc:
+            log.warning("leader election: %s", exc)
+            return False
+        if updated is None:
+            return False
+        self._observe(updated)
+        return True
+
+    def _new_lease(self, stamp: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+                "acquireTime": stamp,
+                "renewTime": stamp,
+                "leaseTransitions": 0,
+            },
+        }
+
+    def release(self) -> bool:
+        """Give the Lease up now (standbys take over at once rather than after it expires)."""
+        try:
+            lease = self.client.get()
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            stamp = micro_time(self.wall_clock())
+            spec = dict(lease.get("spec") or {})
+            spec.pop("holderIdentity", None)
+            spec.update(leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
+            released = self.client.replace({**lease, "spec": spec}) is not None
+        except LeaseError as exc:
+            log.warning("leader election: release failed: %s", exc)
+            return False
+        if released:
+            log.info("leader election: %s released lease %s", self.identity, self.name)
+        return released
+
+    def run(
+        self,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        stop_event: threading.Event,
+    ) -> None:
+        """Campaign until ``stop_event`` is set; then release the Lease if held.
+
+        ``on_started``/``on_stopped`` are notifications called in this thread and must not
+        block: the caller's own loop does the work while ``is_leader`` holds. Leadership is
+        given up (``on_stopped``) when renewal has failed for ``renew_deadline``, before the
+        Lease can expire for anyone else, or at once when another holder is seen. After
+        losing it, the candidate campaigns again.
+        """
+        config = self.config
+        last_renew = 0.0
+        try:
+            while not stop_event.is_set():
+                held = self.try_acquire_or_renew()
+                now = self.clock()
+                if held:
+                    last_renew = now
+                    if not self.is_leader:
+                        log.info("leader election: %s leads %s", self.identity, self.name)
+                        self._leader.set()
+                        on_started()
+                elif self.is_leader and (
+                    (self.holder is not None and self.holder != self.identity)
+                    or now - last_renew >= config.renew_deadline
+                ):
+                    log.warning("leader election: %s lost lease %s", self.identity, self.name)
+                    self._leader.clear()
+                    on_stopped()
+                period = config.retry_period
+                if not self.is_leader:
+                    period *= 1 + random.random() * (config.jitter - 1)
+                stop_event.wait(period)
+        finally:
+            if self.is_leader:
+                self._leader.clear()
+                self.release()
+                on_stopped()
+
+
+def run_with_leader_election(
+    api_client: ApiClient,
+    namespace: str,
+    lease_name: str,
+    identity: str,
+    on_started: Callable[[], None],
+    on_stopped: Callable[[], None],
+    stop_event: threading.Event,
+    config: LeaderConfig | None = None,
+) -> None:
+    """Block, campaigning for ``namespace/lease_name``, until ``stop_event`` is set."""
+    elector = LeaderElector(
+        ApiLeaseClient(api_client, namespace, lease_name),
+        identity,
+        config,
+        namespace=namespace,
+        name=lease_name,
+    )
+    elector.run(on_started, on_stopped, stop_event)

@@ -1,0 +1,76 @@
+"""Whether a pod may run on a node, ignoring capacity: readiness, taints, nodeSelector, nodeAffinity.
+
+Used to build the solver's candidate sets and by the greedy baseline. The independent checker
+(solver/check.py) has its own implementation on purpose.
+"""
+
+from models.cluster import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
+
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def node_accepts_new_pods(node: Node) -> bool:
+    return node.ready and not node.unschedulable and node.zone is not None
+
+
+def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
+    for tol in tolerations:
+        if tol.effect and tol.effect != taint.effect:
+            continue
+        if tol.operator == "Exists":
+            if not tol.key or tol.key == taint.key:
+                return True
+        elif tol.key == taint.key and (tol.value or "") == (taint.value or ""):
+            return True
+    return False
+
+
+def _requirement_holds(req: SelectorRequirement, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if value is None or not value.lstrip("-").isdigit():
+        return False
+    if op == "Gt":
+        return int(value) > int(req.values[0])
+    if op == "Lt":
+        return int(value) < int(req.values[0])
+    return False
+
+
+def _term_holds(term: SelectorTerm, node: Node) -> bool:
+    if not term.match_expressions and not term.match_fields:
+        return False  # an empty term matches nothing, as in Kubernetes
+    for req in term.match_expressions:
+        if not _requirement_holds(req, node.labels.get(req.key)):
+            return False
+    for req in term.match_fields:
+        value = node.name if req.key == "metadata.name" else None
+        if not _requirement_holds(req, value):
+            return False
+    return True
+
+
+def blocking_reason(pod: Pod, node: Node) -> str | None:
+    """Why the pod cannot go to the node (capacity aside), or None if it can."""
+    if not node.ready:
+        return "node not Ready"
+    if node.unschedulable:
+        return "node unschedulable"
+    if node.zone is None:
+        return "node has no zone label"
+    for taint in node.taints:
+        if taint.effect in BLOCKING_EFFECTS and not tolerates(pod.tolerations, taint):
+            return f"untolerated taint {taint.key}"
+    for key, value in pod.node_selector.items():
+        if node.labels.get(key) != value:
+            return "nodeSelector does not match"
+    if pod.affinity_terms and not any(_term_holds(t, node) for t in pod.affinity_terms):
+        return "required node affinity does not match"
+    return None

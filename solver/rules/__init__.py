@@ -1,0 +1,27 @@
+"""The rule registry, in the spirit of kube-scheduler plugins: a new rule is one new unit here."""
+
+from solver.rules import (
+    fits,
+    load_balance,
+    master_balance,
+    master_exclusivity,
+    replica_separation,
+    shard_spread,
+    stability,
+    survive,
+)
+from solver.rules.base import Rule
+
+RULES: tuple[Rule, ...] = (
+    fits.RULE,
+    shard_spread.RULE,
+    master_exclusivity.RULE,
+    replica_separation.RACK,
+    replica_separation.ZONE,
+    survive.RULE,
+    master_balance.RULE,
+    load_balance.RULE,
+    stability.RULE,
+)
+
+__all__ = ["RULES", "Rule"]

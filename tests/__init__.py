@@ -1,0 +1,1 @@
+"""Tests; a package so helpers import as ``tests.<module>`` under pytest and mypy alike."""

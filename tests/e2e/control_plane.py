@@ -1,0 +1,644 @@
+"""A throw-away Kubernetes control plane (etcd + kube-apiserver, optionally kube-scheduler).
+
+Follows controller-runtime's envtest convention: ``KUBEBUILDER_ASSETS`` names a folder holding
+the ``etcd`` and ``kube-apiserver`` binaries (``setup-envtest use -p path`` prints one). Every
+process listens on a free 127.0.0.1 port, keeps its state in a temporary folder, and is
+stopped by its own pid. No kubelet runs: Nodes are plain API objects that the helpers make
+Ready, and pods stay Pending once bound.
+"""
+
+import contextlib
+import datetime as dt
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client import ApiClient, Configuration, CoreV1Api
+
+ASSETS_ENV = "KUBEBUILDER_ASSETS"
+SKIP_REASON = "set KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver (envtest) to run"
+REQUIRED_BINARIES = ("etcd", "kube-apiserver")
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+ADMIN_USER = "envtest-admin"
+SERVICE_CIDR = "10.0.0.0/24"  # a flag the API server requires; no traffic goes there
+
+
+def find_assets(env: Mapping[str, str] | None = None) -> Path | None:
+    """The envtest binaries folder, or None when it is unset or incomplete."""
+    folder = (env if env is not None else os.environ).get(ASSETS_ENV)
+    if not folder:
+        return None
+    path = Path(folder)
+    for name in REQUIRED_BINARIES:
+        binary = path / name
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            return None
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- certificates and keys -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A CA, a serving certificate for 127.0.0.1 signed by it, and the service-account key pair."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+SERVING_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+SERVING_IPS = ("127.0.0.1", "10.0.0.1")
+
+
+def generate_pki(folder: Path, use_openssl: bool | None = None) -> Pki:
+    """Make the PKI with ``cryptography`` when importable, else the ``openssl`` command."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = Pki(
+        ca_cert=folder / "ca.crt",
+        ca_key=folder / "ca.key",
+        serving_cert=folder / "serving.crt",
+        serving_key=folder / "serving.key",
+        sa_key=folder / "sa.key",
+        sa_pub=folder / "sa.pub",
+    )
+    if use_openssl is None:
+        try:
+            import cryptography  # noqa: F401
+        except ImportError:
+            use_openssl = True
+        else:
+            use_openssl = False
+    if use_openssl:
+        _pki_with_openssl(pki)
+    else:
+        _pki_with_cryptography(pki)
+    for key in (pki.ca_key, pki.serving_key, pki.sa_key):
+        key.chmod(0o600)
+    return pki
+
+
+def _pki_with_cryptography(pki: Pki) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def pem_key(key: Any) -> bytes:
+        data: bytes = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return data
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "envtest-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
+    serving = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(serving_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    pki.ca_key.write_bytes(pem_key(ca_key))
+    pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
+    pki.serving_key.write_bytes(pem_key(serving_key))
+    pki.sa_key.write_bytes(pem_key(sa_key))
+    pki.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+
+
+def _openssl(*args: str) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("neither the cryptography package nor the openssl command is available")
+    subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+
+def _pki_with_openssl(pki: Pki) -> None:
+    folder = pki.ca_cert.parent
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "1",
+        "-keyout", str(pki.ca_key), "-out", str(pki.ca_cert), "-subj", "/CN=envtest-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+        "-addext", "keyUsage=critical,digitalSignature,keyCertSign,cRLSign",
+    )  # fmt: skip
+    csr = folder / "serving.csr"
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-sha256",
+        "-keyout", str(pki.serving_key), "-out", str(csr), "-subj", "/CN=kube-apiserver",
+    )  # fmt: skip
+    sans = ",".join([f"DNS:{n}" for n in SERVING_DNS] + [f"IP:{ip}" for ip in SERVING_IPS])
+    ext = folder / "serving.ext"
+    ext.write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        f"subjectAltName={sans}\n"
+    )
+    _openssl(
+        "x509", "-req", "-sha256", "-days", "1", "-in", str(csr),
+        "-CA", str(pki.ca_cert), "-CAkey", str(pki.ca_key), "-CAcreateserial",
+        "-out", str(pki.serving_cert), "-extfile", str(ext),
+    )  # fmt: skip
+    _openssl("genrsa", "-out", str(pki.sa_key), "2048")
+    _openssl("rsa", "-in", str(pki.sa_key), "-pubout", "-out", str(pki.sa_pub))
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class Process:
+    """One child process, its log file, and how to tell it is up."""
+
+    name: str
+    args: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self, env: Mapping[str, str] | None = None) -> None:
+        log = self.log_path.open("wb")
+        try:
+            self.popen = subprocess.Popen(
+                self.args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env) if env is not None else None,
+            )
+        finally:
+            log.close()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``: only this child, by its pid."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=timeout)
+
+
+def wait_until(
+    check: Any, what: str, timeout: float, processes: Sequence[Process] = (), interval: float = 0.2
+) -> None:
+    """Poll ``check()`` until true; fail early (with its log) if a process died meanwhile."""
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while time.monotonic() < deadline:
+        for process in processes:
+            if not process.alive():
+                raise RuntimeError(
+                    f"{process.name} exited while waiting for {what}:\n{process.log_tail()}"
+                )
+        try:
+            if check():
+                return
+        except Exception as exc:  # not up yet: connection refused, TLS not ready, 5xx
+            last_error = f"{type(exc).__name__}: {exc}"
+        time.sleep(interval)
+    logs = "\n".join(f"--- {p.name} ---\n{p.log_tail()}" for p in processes)
+    raise TimeoutError(f"{what} not ready after {timeout:.0f}s ({last_error})\n{logs}")
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    # the control plane is on loopback: never go through a proxy from the environment
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    try:
+        with opener.open(request, timeout=5) as resp:
+            return int(resp.status) == 200
+    except urllib.error.HTTPError:
+        return False
+
+
+def _etcd_supports(binary: Path, flag: str) -> bool:
+    try:
+        out = subprocess.run(
+            [str(binary), "--help"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError:
+        return False
+    return flag in out.stdout + out.stderr
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver (+ kube-scheduler if its binary is in the assets folder)."""
+
+    assets: Path
+    workdir: Path
+    with_scheduler: bool | None = None  # None: start it when the binary is there
+    startup_timeout: float = 120.0
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    api_port: int = 0
+    etcd_port: int = 0
+    processes: list[Process] = field(default_factory=list)
+    pki: Pki | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def scheduler_running(self) -> bool:
+        return any(p.name == "kube-scheduler" and p.alive() for p in self.processes)
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        return env
+
+    def start(self) -> "ControlPlane":
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pki = pki = generate_pki(self.workdir / "pki")
+        env = self._env()
+
+        # etcd
+        self.etcd_port, peer_port = free_port(), free_port()
+        etcd_bin = self.assets / "etcd"
+        client_url = f"http://127.0.0.1:{self.etcd_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        etcd_args = [
+            str(etcd_bin),
+            "--name=envtest",
+            f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=envtest={peer_url}",
+            "--initial-cluster-state=new",
+        ]
+        if _etcd_supports(etcd_bin, "--unsafe-no-fsync"):
+            etcd_args.append("--unsafe-no-fsync")  # test data: durability is not the point
+        etcd = Process("etcd", etcd_args, self.workdir / "etcd.log")
+        self.processes.append(etcd)
+        etcd.start(env)
+        wait_until(lambda: _http_ok(f"{client_url}/health"), "etcd", self.startup_timeout, [etcd])
+
+        # kube-apiserver: static token in system:masters; RBAC so the placer's Roles matter
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        tokens.chmod(0o600)
+        self.api_port = free_port()
+        apiserver = Process(
+            "kube-apiserver",
+            [
+                str(self.assets / "kube-apiserver"),
+                f"--etcd-servers={client_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--cert-dir={self.workdir / 'apiserver'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+            ],
+            self.workdir / "kube-apiserver.log",
+        )
+        self.processes.append(apiserver)
+        apiserver.start(env)
+        context = ssl.create_default_context(cafile=str(pki.ca_cert))
+        wait_until(
+            lambda: _http_ok(f"{self.url}/readyz", context, self.token),
+            "kube-apiserver /readyz",
+            self.startup_timeout,
+            [etcd, apiserver],
+        )
+        self._write_kubeconfig()
+
+        scheduler_bin = self.assets / "kube-scheduler"
+        want_scheduler = self.with_scheduler
+        if want_scheduler is None:
+            want_scheduler = scheduler_bin.is_file() and os.access(scheduler_bin, os.X_OK)
+        if want_scheduler:
+            self._start_scheduler(scheduler_bin, env)
+
+    def _write_kubeconfig(self) -> None:
+        assert self.pki is not None
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "envtest",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca_cert)},
+                }
+            ],
+            "users": [{"name": ADMIN_USER, "user": {"token": self.token}}],
+            "contexts": [
+                {"name": "envtest", "context": {"cluster": "envtest", "user": ADMIN_USER}}
+            ],
+            "current-context": "envtest",
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+        self.kubeconfig.chmod(0o600)
+
+    def _start_scheduler(self, binary: Path, env: Mapping[str, str]) -> None:
+        port = free_port()
+        scheduler = Process(
+            "kube-scheduler",
+            [
+                str(binary),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler'}",
+                "--leader-elect=false",
+            ],
+            self.workdir / "kube-scheduler.log",
+        )
+        self.processes.append(scheduler)
+        scheduler.start(env)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed loopback cert; health only
+        wait_until(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure),
+            "kube-scheduler /healthz",
+            self.startup_timeout,
+            self.processes,
+        )
+
+    def configuration(self) -> Configuration:
+        assert self.pki is not None, "start() first"
+        # loopback never goes through a proxy that the environment may name
+        configuration = Configuration(host=self.url, no_proxy="127.0.0.0/8,localhost")
+        configuration.ssl_ca_cert = str(self.pki.ca_cert)
+        configuration.api_key = {"BearerToken": f"Bearer {self.token}"}
+        return configuration
+
+    def api_client(self) -> ApiClient:
+        return ApiClient(self.configuration())
+
+    def stop(self) -> None:
+        """Stop the processes we started, newest first (scheduler, API server, etcd)."""
+        for process in reversed(self.processes):
+            with contextlib.suppress(Exception):
+                process.stop()
+
+    def __enter__(self) -> "ControlPlane":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running_control_plane(workdir: Path, assets: Path | None = None) -> Iterator[ControlPlane]:
+    """Start a control plane from ``$KUBEBUILDER_ASSETS`` (or ``assets``) for a with-block."""
+    found = assets or find_assets()
+    if found is None:
+        raise RuntimeError(SKIP_REASON)
+    with ControlPlane(found, workdir) as plane:
+        yield plane
+
+
+# -- objects a kubelet-less cluster needs help with ------------------------------------------
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def create_node(
+    api: ApiClient,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    cpu: str = "8",
+    memory: str = "32Gi",
+    pods: str = "110",
+    taints: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """A Ready, schedulable Node: allocatable and the Ready condition set through the status
+    subresource, and the not-ready taint (added by admission to every new node) removed."""
+    core = CoreV1Api(api)
+    all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+    }
+    core.create_node(body, _preload_content=False)  # type: ignore[arg-type]
+    resources = {"cpu": cpu, "memory": memory, "pods": pods}
+    now = _now()
+    status = {
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "envtest: no kubelet, marked Ready by the test",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+        }
+    }
+    core.patch_node_status(
+        name, status, _content_type="application/merge-patch+json", _preload_content=False
+    )
+    current = json.loads(core.read_node(name, _preload_content=False).data)
+    kept = [
+        t for t in (current.get("spec") or {}).get("taints") or [] if t["key"] != NOT_READY_TAINT
+    ]
+    resp = core.patch_node(
+        name,
+        {"spec": {"taints": kept or None}},
+        _content_type="application/merge-patch+json",
+        _preload_content=False,
+    )
+    node: dict[str, Any] = json.loads(resp.data)
+    return node
+
+
+def create_namespace(api: ApiClient, name: str) -> None:
+    CoreV1Api(api).create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},  # type: ignore[arg-type]
+        _preload_content=False,
+    )
+
+
+def create_pod(
+    api: ApiClient,
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    scheduler_name: str | None = None,
+    gates: Sequence[str] = (),
+    node_name: str | None = None,
+    cpu: str = "100m",
+    memory: str = "128Mi",
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A one-container pod (it never runs: there is no kubelet)."""
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "redis",
+                "image": "redis:7.2",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    if node_name:
+        spec["nodeName"] = node_name
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }
+    resp = CoreV1Api(api).create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
+    pod: dict[str, Any] = json.loads(resp.data)
+    return pod
+
+
+def set_pod_phase(api: ApiClient, namespace: str, name: str, phase: str = "Running") -> None:
+    """What a kubelet would report; e.g. Running, so evictions consult PodDisruptionBudgets."""
+    CoreV1Api(api).patch_namespaced_pod_status(
+        name,
+        namespace,
+        {"status": {"phase": phase}},
+        _content_type="application/merge-patch+json",
+        _preload_content=False,
+    )

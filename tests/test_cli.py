@@ -1,0 +1,119 @@
+"""The command line through click's runner: output contracts and exit codes."""
+
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from placer.cli import main
+from tests.kube_dicts import node, redis_pod
+
+
+def write_dump(tmp_path: Path, objects: list[dict[str, object]]) -> str:
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return str(path)
+
+
+def test_demo_prints_plan_comparison_and_map() -> None:
+    result = CliRunner().invoke(main, ["demo", "--time-limit", "10"])
+    assert result.exit_code == 0, result.output
+    assert "== CP-SAT plan ==" in result.output
+    assert "greedy" in result.output and "zone zone-a" in result.output
+    assert "status OPTIMAL" in result.output
+
+
+def test_plan_json_contract(tmp_path: Path) -> None:
+    dump = write_dump(
+        tmp_path,
+        [node(f"n{i}", "abc"[i], f"r{i}") for i in range(3)]
+        + [redis_pod("r-0-0", "r", 0, "master"), redis_pod("r-0-1", "r", 0, "replica")],
+    )
+    result = CliRunner().invoke(main, ["plan", "-f", dump, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    for key in (
+        "status",
+        "degraded",
+        "objective",
+        "bound",
+        "solveSeconds",
+        "assignments",
+        "failovers",
+        "unplaced",
+        "violations",
+    ):
+        assert key in plan
+    assert {a["pod"] for a in plan["assignments"]} == {"default/r-0-0", "default/r-0-1"}
+    assert all(a["action"] == "place" and a["cluster"] == "default/r" for a in plan["assignments"])
+
+
+def test_plan_reads_stdin(tmp_path: Path) -> None:
+    text = yaml.safe_dump_all([node("n0", "a", "r0"), redis_pod("r-0-0", "r", 0, "master")])
+    result = CliRunner().invoke(main, ["plan", "-f", "-", "-o", "yaml"], input=text)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["assignments"][0]["node"] == "n0"
+
+
+def test_plan_infeasible_exits_3_with_reason(tmp_path: Path) -> None:
+    dump = write_dump(
+        tmp_path,
+        [node("n0", "a", "r0", memory="1Gi"), redis_pod("r-0-0", "r", 0, "master", memory="2Gi")],
+    )
+    result = CliRunner().invoke(main, ["plan", "-f", dump])
+    assert result.exit_code == 3
+    assert "insufficient memory" in result.output
+
+
+def test_audit_exits_1_on_hard_violations(tmp_path: Path) -> None:
+    dump = write_dump(
+        tmp_path,
+        [
+            node("n0", "a", "r0", memory="64Gi", cpu="16"),
+            redis_pod("r-0-0", "r", 0, "master", node="n0"),
+            redis_pod("r-1-0", "r", 1, "master", node="n0"),
+        ],
+    )
+    result = CliRunner().invoke(main, ["audit", "-f", dump])
+    assert result.exit_code == 1
+    assert "master-exclusivity" in result.output
+
+
+def test_audit_clean_exits_0(tmp_path: Path) -> None:
+    dump = write_dump(
+        tmp_path,
+        [
+            node("n0", "a", "r0"),
+            node("n1", "b", "r1"),
+            redis_pod("r-0-0", "r", 0, "master", node="n0"),
+            redis_pod("r-0-1", "r", 0, "replica", node="n1"),
+        ],
+    )
+    result = CliRunner().invoke(main, ["audit", "-f", dump, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["violations"] == []
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: List\nitems: [\n")
+    result = CliRunner().invoke(main, ["plan", "-f", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.output
+
+
+def test_unknown_policy_key_exit_2(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path, [node("n0", "a", "r0")])
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  maxMasterPerNode: 2\n")
+    result = CliRunner().invoke(main, ["plan", "-f", dump, "-p", str(policy)])
+    assert result.exit_code == 2
+    assert "rules.maxMasterPerNode" in result.stderr and "unknown key" in result.stderr
+
+
+def test_missing_file_exit_2() -> None:
+    result = CliRunner().invoke(main, ["plan", "-f", "/nonexistent/dump.yaml"])
+    assert result.exit_code == 2
+    assert "/nonexistent/dump.yaml" in result.stderr
