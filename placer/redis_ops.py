@@ -177,7 +177,8 @@ def _client(endpoint: RedisEndpoint, timeout_s: float) -> redis.Redis:
         host=endpoint.host,
         port=endpoint.port,
         username=endpoint.username,
-        password=endpoint.password.get_secret_value() if endpoint.password else None,
+        # An empty secret means "no password", not AUTH with an empty string.
+        password=(endpoint.password.get_secret_value() or None) if endpoint.password else None,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         decode_responses=True,
@@ -187,7 +188,12 @@ def _client(endpoint: RedisEndpoint, timeout_s: float) -> redis.Redis:
     )
 
 
-_AUTH_CODES = ("NOAUTH", "WRONGPASS", "NOPERM")
+# AuthorizationError is missing from older redis-py releases.
+_AUTH_EXCEPTIONS: tuple[type[Exception], ...] = tuple(
+    getattr(redis.exceptions, name)
+    for name in ("AuthenticationError", "AuthorizationError")
+    if hasattr(redis.exceptions, name)
+)
 
 
 @contextmanager
@@ -199,7 +205,7 @@ def _mapped_errors(endpoint: RedisEndpoint, doing: str, timeout_s: float) -> Ite
     """
     try:
         yield
-    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+    except _AUTH_EXCEPTIONS as exc:
         raise RedisAuthError(
             endpoint, f"authentication failed while {doing}: {_auth_reason(exc)}"
         ) from None
@@ -210,8 +216,10 @@ def _mapped_errors(endpoint: RedisEndpoint, doing: str, timeout_s: float) -> Ite
     except redis.ResponseError as exc:
         text = _scrub(str(exc), endpoint)
         code = getattr(exc, "status_code", None) or text.split(" ", 1)[0]
-        if code in _AUTH_CODES or text.startswith(_AUTH_CODES):
-            raise RedisAuthError(endpoint, f"authentication failed while {doing}: {code}") from None
+        if code in _AUTH_REASONS or text.startswith(tuple(_AUTH_REASONS)):
+            raise RedisAuthError(
+                endpoint, f"authentication failed while {doing}: {_auth_reason(exc)}"
+            ) from None
         raise RedisCommandError(endpoint, f"error while {doing}: {text}") from exc
     except redis.TimeoutError as exc:
         raise RedisUnreachable(
@@ -232,20 +240,26 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+_AUTH_REASONS = {
+    "WRONGPASS": "wrong username or password (WRONGPASS)",
+    "NOAUTH": "a password is required (NOAUTH)",
+    "NOPERM": "the user lacks permission (NOPERM)",
+}
+
+
 def _auth_reason(exc: BaseException) -> str:
-    """A short cause without echoing server text verbatim (it never holds the secret,
-    but we do not rely on that)."""
+    """A short, fixed cause: server text is not echoed (it holds no secret, but we
+    do not rely on that)."""
+    code = str(getattr(exc, "status_code", "") or "")
     text = str(exc)
-    for code in _AUTH_CODES:
-        if code in text:
-            return code
+    for known, reason in _AUTH_REASONS.items():
+        if code == known or text.startswith(known):
+            return reason
     lowered = text.lower()
-    if "without any password configured" in lowered:
+    if "without any password configured" in lowered or "no password is set" in lowered:
         return "a password was sent but the server has none configured"
     if "invalid" in lowered or "wrong" in lowered:
-        return "wrong password"
-    if "required" in lowered:
-        return "password required (NOAUTH)"
+        return _AUTH_REASONS["WRONGPASS"]
     return type(exc).__name__
 
 

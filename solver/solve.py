@@ -175,9 +175,7 @@ def _solve_once(problem: Problem, options: SolveOptions, strengths: dict[str, st
         return _Solved(status, Placement(), 0.0, 0.0, 0, big)
     counts = {key: int(solver.value(v)) for key, v in pm.n.items()}
     placement = assign_nodes(problem, {k: v for k, v in counts.items() if v})
-    unplaced = (
-        round(sum(solver.value(t) for t in pm.unplaced_terms)) if pm.unplaced_terms else 0
-    )
+    unplaced = round(sum(solver.value(t) for t in pm.unplaced_terms)) if pm.unplaced_terms else 0
     return _Solved(
         status, placement, solver.objective_value, solver.best_objective_bound, unplaced, big
     )

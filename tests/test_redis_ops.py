@@ -290,14 +290,14 @@ def test_auth_errors_are_clear_and_never_show_the_password(
     h = redis_cluster_auth
     ip = h.ips[0]
     wrong = "wrong-" + redis_password[::-1]
-    cases = {"wrong password": wrong, "no password": ""}
+    cases = {"WRONGPASS": wrong, "NOAUTH": ""}
     for label, pw in cases.items():
         ep = RedisEndpoint(host=ip, port=h.port, password=pw or None)
         with pytest.raises(RedisAuthError) as err:
             read_cluster_nodes(ep)
         text = "".join(traceback.format_exception(err.value)) + repr(err.value)
         assert f"{ip}:{h.port}" in str(err.value), label
-        assert "authentication failed" in str(err.value), label
+        assert "authentication failed" in str(err.value) and label in str(err.value)
         assert redis_password not in text and wrong not in text, label
     # The right password works, including a failover (masterauth path, old master INFO).
     good = h.endpoint(ip)

@@ -23,9 +23,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
+from urllib3 import HTTPResponse
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 SKIP_REASON = "set KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver (envtest) to run"
@@ -520,6 +521,13 @@ def running_control_plane(workdir: Path, assets: Path | None = None) -> Iterator
 # -- objects a kubelet-less cluster needs help with ------------------------------------------
 
 
+def json_of(response: object) -> dict[str, Any]:
+    """The decoded body of a ``_preload_content=False`` call (a urllib3 response, whatever
+    the client's annotations say)."""
+    data: dict[str, Any] = json.loads(cast(HTTPResponse, response).data)
+    return data
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -566,7 +574,7 @@ def create_node(
     core.patch_node_status(
         name, status, _content_type="application/merge-patch+json", _preload_content=False
     )
-    current = json.loads(core.read_node(name, _preload_content=False).data)
+    current = json_of(core.read_node(name, _preload_content=False))
     kept = [
         t for t in (current.get("spec") or {}).get("taints") or [] if t["key"] != NOT_READY_TAINT
     ]
@@ -576,8 +584,7 @@ def create_node(
         _content_type="application/merge-patch+json",
         _preload_content=False,
     )
-    node: dict[str, Any] = json.loads(resp.data)
-    return node
+    return json_of(resp)
 
 
 def create_namespace(api: ApiClient, name: str) -> None:
@@ -629,8 +636,7 @@ def create_pod(
         "spec": spec,
     }
     resp = CoreV1Api(api).create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
-    pod: dict[str, Any] = json.loads(resp.data)
-    return pod
+    return json_of(resp)
 
 
 def set_pod_phase(api: ApiClient, namespace: str, name: str, phase: str = "Running") -> None:

@@ -3,7 +3,6 @@
 Skipped unless KUBEBUILDER_ASSETS points at etcd and kube-apiserver binaries.
 """
 
-import json
 import shutil
 import subprocess
 import threading
@@ -33,6 +32,7 @@ from tests.e2e.control_plane import (
     create_namespace,
     create_node,
     create_pod,
+    json_of,
     set_pod_phase,
 )
 
@@ -209,26 +209,27 @@ def test_pin_adds_to_existing_terms_which_a_gated_pod_allows(
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z0", "z1"]}
         ]
     }
-    patched = kube_adapter._merge_patch(
-        namespace,
-        "g",
-        {
-            "spec": {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [zone_term]
-                        }
+    affinity = {
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [zone_term]
                     }
                 }
             }
-        },
-        "affinity set",
+        }
+    }
+    resp = CoreV1Api(kube_api).patch_namespaced_pod(
+        "g",
+        namespace,
+        affinity,
+        _content_type="application/merge-patch+json",
+        _preload_content=False,
     )
-    assert patched.ok, patched  # a gated pod without affinity may get one
-    assert patched.pod is not None
+    patched_pod = json_of(resp)  # a gated pod without affinity may get one
     result = kube_adapter.pin_and_ungate(
-        namespace, "g", first, GATE, patched.pod["metadata"]["resourceVersion"], pod=patched.pod
+        namespace, "g", first, GATE, patched_pod["metadata"]["resourceVersion"], pod=patched_pod
     )
     assert result.outcome is PatchOutcome.PATCHED, result
     stored = kube_adapter.get_pod(namespace, "g")
@@ -265,7 +266,7 @@ def test_events_are_recorded_on_the_pod(
     resp = CoreV1Api(kube_api).list_namespaced_event(
         namespace, field_selector="involvedObject.name=p", _preload_content=False
     )
-    events = sorted(json.loads(resp.data)["items"], key=lambda e: e["reason"])
+    events = sorted(json_of(resp)["items"], key=lambda e: e["reason"])
     assert [(e["reason"], e["type"]) for e in events] == [
         ("Unplaceable", "Warning"),
         ("Waiting", "Normal"),
@@ -290,7 +291,9 @@ def test_labels_configmaps_and_watch(
     assert "app" not in stored["metadata"]["labels"]
     assert kube_adapter.bind_pod(namespace, "p", None, node).ok
     seen = []
-    for event in kube_adapter.watch_pods(namespace, resource_version=version, timeout_seconds=3):
+    for event in kube_adapter.watch_pods(namespace, resource_version=version, timeout_seconds=5):
+        if event.type == "BOOKMARK":
+            continue
         seen.append(event)
         if event.object["spec"].get("nodeName") == node:
             break
@@ -346,15 +349,8 @@ def test_leader_election_on_a_real_lease(kube_api: ApiClient, namespace: str) ->
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()
     assert a.try_acquire_or_renew()  # renew: MicroTime accepted by the server
-    lease = json.loads(
-        kube_api.call_api(
-            *kube_api.param_serialize(
-                "GET",
-                f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/binder",
-                auth_settings=["BearerToken"],
-            )
-        ).read()
-    )
+    lease = ApiLeaseClient(kube_api, namespace, "binder").get()
+    assert lease is not None
     assert lease["spec"]["holderIdentity"] == "a"
     stop = threading.Event()
     thread = threading.Thread(target=b.run, args=(lambda: None, lambda: None, stop))
@@ -377,7 +373,7 @@ def _apply_rbac(kube_api: ApiClient) -> None:
         [kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True, timeout=120
     ).stdout
     rbac = RbacAuthorizationV1Api(kube_api)
-    create = {
+    create: dict[str, Callable[..., Any]] = {
         "ClusterRole": rbac.create_cluster_role,
         "ClusterRoleBinding": rbac.create_cluster_role_binding,
         "Role": lambda body, **kw: rbac.create_namespaced_role("redis-placer", body, **kw),
@@ -393,7 +389,7 @@ def _apply_rbac(kube_api: ApiClient) -> None:
     for doc in yaml.safe_load_all(rendered):
         if doc and doc["kind"] in create:
             try:
-                create[doc["kind"]](doc, _preload_content=False)  # type: ignore[operator]
+                create[doc["kind"]](doc, _preload_content=False)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
