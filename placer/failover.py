@@ -181,9 +181,10 @@ class RebalanceExecutor:
                 t0 = time.monotonic()
                 try:
                     verdict = self._verify(step)
-                except RedisOpsError as exc:
+                except Exception as exc:  # one bad step must not abort the run
                     blocked[shard_key] = "an earlier failover step of this shard failed"
-                    self._record(report, _failover_action(step, "failed", f"pre-check: {exc}", t0))
+                    why = f"pre-check: {_describe(exc)}"
+                    self._record(report, _failover_action(step, "failed", why, t0))
                     continue
                 if verdict.decision == "done":
                     self._record(report, _failover_action(step, "skipped", verdict.reason, t0))
@@ -203,9 +204,9 @@ class RebalanceExecutor:
                         old_master_endpoint=step.from_endpoint,
                         io_timeout_s=self.io_timeout_s,
                     )
-                except RedisOpsError as exc:
+                except Exception as exc:
                     blocked[shard_key] = "an earlier failover step of this shard failed"
-                    self._record(report, _failover_action(step, "failed", str(exc), t0))
+                    self._record(report, _failover_action(step, "failed", _describe(exc), t0))
                     continue
                 why = "promoted" if result.performed else "already master"
                 self._record(report, _failover_action(step, "ok", why, t0))
@@ -357,6 +358,11 @@ def _find_node(nodes: list[ClusterNodeInfo], endpoint: RedisEndpoint) -> Cluster
         if node.port == endpoint.port and endpoint.host in (node.ip, node.hostname):
             return node
     return None
+
+
+def _describe(exc: Exception) -> str:
+    """Our Redis errors are already one clear line; anything else gets its type name."""
+    return str(exc) if isinstance(exc, RedisOpsError) else f"{type(exc).__name__}: {exc}"
 
 
 def _since(t0: float | None) -> float:

@@ -206,9 +206,12 @@ def build_problem(
 
     # Shards and their groups.
     shards: dict[str, Shard] = {}
+    fixed_by_shard: dict[str, list[tuple[Member, Node | None]]] = defaultdict(list)
+    for m, n in fixed:
+        fixed_by_shard[m.shard_key].append((m, n))
     for shard_key, members in snapshot.shards.items():
         cluster = members[0].cluster
-        shard_fixed = [(m, n) for m, n in fixed if m.shard_key == shard_key]
+        shard_fixed = fixed_by_shard.get(shard_key, [])
         current_master = next(
             (m for m in members if m.role is Role.MASTER and not m.pod.pending), None
         )

@@ -210,7 +210,8 @@ def solve(
 
     placement = solved.placement
     if solved.status not in ("OPTIMAL", "FEASIBLE"):
-        placement = _current_placement(problem)
+        # No solution in time: fall back to the greedy baseline rather than place nothing.
+        placement = greedy_placement(snapshot, policy) if mode == "place" else _current_placement(problem)
     _mark_unplaced(problem, placement, options, solved)
     for member, reason in problem.skipped:
         placement.unplaced.setdefault(member.key, reason)
@@ -266,8 +267,9 @@ def _mark_unplaced(
         return
     reasons: dict[str, str] = {}
     conflict_shards: list[str] = []
+    group_of = {m.key: g for g in problem.groups for m in g.members}
     for member in missing:
-        group = next(g for g in problem.groups if member in g.members)
+        group = group_of[member.key]
         if not group.candidates:
             reasons[member.shard_key] = (
                 reasons.get(member.shard_key) or f"{member.key}: {filter_summary(problem, member)}"

@@ -141,10 +141,18 @@ def test_generated_pki_serves_verified_tls(tmp_path: Path, use_openssl: bool) ->
     assert oct(pki.sa_key.stat().st_mode & 0o777) == "0o600"
 
 
-def test_control_plane_wiring_with_stand_in_binaries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("etcd", ["stand-in", "real"])
+def test_control_plane_wiring_with_stand_in_binaries(tmp_path: Path, etcd: str) -> None:
+    """With "real", a real etcd from PATH (Debian's etcd-server) checks the etcd flags too."""
     assets = tmp_path / "bin"
     assets.mkdir()
-    _script(assets, "etcd", FAKE_ETCD)
+    if etcd == "real":
+        real = shutil.which("etcd")
+        if real is None:
+            pytest.skip("no etcd on PATH (apt-get install etcd-server)")
+        (assets / "etcd").symlink_to(real)
+    else:
+        _script(assets, "etcd", FAKE_ETCD)
     _script(assets, "kube-apiserver", FAKE_APISERVER)
     plane = ControlPlane(assets, tmp_path / "work", startup_timeout=30)
     with plane:

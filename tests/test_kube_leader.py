@@ -23,6 +23,8 @@ from placer.kube.leader import (
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 FAST = LeaderConfig(lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+# for timing bounds: wide enough margins for a loaded CI machine
+TIMED = LeaderConfig(lease_duration=2.0, renew_deadline=1.0, retry_period=0.1)
 
 
 class MemoryLeases:
@@ -196,7 +198,7 @@ def test_leadership_is_given_up_when_renewal_fails_past_the_deadline() -> None:
     store = MemoryLeases()
     stop = threading.Event()
     calls: list[str] = []
-    a = LeaderElector(store, "a", FAST, namespace="ns", name="lock")
+    a = LeaderElector(store, "a", TIMED, namespace="ns", name="lock")
     thread = threading.Thread(
         target=a.run, args=(lambda: calls.append("started"), lambda: calls.append("stopped"), stop)
     )
@@ -206,7 +208,7 @@ def test_leadership_is_given_up_when_renewal_fails_past_the_deadline() -> None:
     failed_at = time.monotonic()
     assert _wait_for(lambda: not a.is_leader)
     # stepped down after renew_deadline, before the lease could expire for anyone else
-    assert FAST.renew_deadline - 0.1 <= time.monotonic() - failed_at < FAST.lease_duration
+    assert TIMED.renew_deadline - 0.1 <= time.monotonic() - failed_at < TIMED.lease_duration
     assert calls == ["started", "stopped"]
     store.fail = False
     assert _wait_for(lambda: a.is_leader)  # campaigns again once the server is back
@@ -231,7 +233,7 @@ def test_two_candidates_never_lead_together_and_hand_over_on_shutdown() -> None:
         with lock:
             leaders.discard(name)
 
-    electors = [LeaderElector(store, n, FAST, namespace="ns", name="lock") for n in ("a", "b")]
+    electors = [LeaderElector(store, n, TIMED, namespace="ns", name="lock") for n in ("a", "b")]
     stops = [threading.Event(), threading.Event()]
     threads = [
         threading.Thread(
@@ -251,7 +253,7 @@ def test_two_candidates_never_lead_together_and_hand_over_on_shutdown() -> None:
     threads[first].join(timeout=2)
     began = time.monotonic()
     assert _wait_for(lambda: electors[other].is_leader)
-    assert time.monotonic() - began < FAST.lease_duration
+    assert time.monotonic() - began < TIMED.lease_duration
     stops[other].set()
     threads[other].join(timeout=2)
     assert not overlap

@@ -460,6 +460,8 @@ class KubernetesAdapter:
         except Exception as exc:
             raise KubeApiError(action, *_failure(exc)) from exc
         finally:
+            # closed, not just released: a half-read stream must not go back to the pool
+            resp.close()
             resp.release_conn()
 
     @staticmethod

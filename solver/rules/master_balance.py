@@ -52,14 +52,12 @@ def encode(pm: PlacementModel) -> None:
         pm.add_cost("masterBalance", weight, most)
 
     # Masters beyond one per node.
-    for node in problem.snapshot.nodes:
-        if node.name not in problem.node_class:
-            extra = sum(
-                1
-                for member, n in problem.fixed_members
-                if n is not None and n.name == node.name and member.role is Role.MASTER
-            )
-            pm.add_constant("masterBalance", weight * max(0, extra - 1))
+    fixed_masters = Counter(
+        n.name for member, n in problem.fixed_members if n is not None and member.role is Role.MASTER
+    )
+    for name, count in fixed_masters.items():
+        if name not in problem.node_class:
+            pm.add_constant("masterBalance", weight * max(0, count - 1))
     for cls in problem.classes:
         masters = pm.class_count(cls.index, Role.MASTER)
         base = cls.size * cls.fixed_masters
