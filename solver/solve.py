@@ -211,7 +211,9 @@ def solve(
     placement = solved.placement
     if solved.status not in ("OPTIMAL", "FEASIBLE"):
         # No solution in time: fall back to the greedy baseline rather than place nothing.
-        placement = greedy_placement(snapshot, policy) if mode == "place" else _current_placement(problem)
+        placement = (
+            greedy_placement(snapshot, policy) if mode == "place" else _current_placement(problem)
+        )
     _mark_unplaced(problem, placement, options, solved)
     for member, reason in problem.skipped:
         placement.unplaced.setdefault(member.key, reason)

@@ -53,7 +53,9 @@ def encode(pm: PlacementModel) -> None:
 
     # Masters beyond one per node.
     fixed_masters = Counter(
-        n.name for member, n in problem.fixed_members if n is not None and member.role is Role.MASTER
+        n.name
+        for member, n in problem.fixed_members
+        if n is not None and member.role is Role.MASTER
     )
     for name, count in fixed_masters.items():
         if name not in problem.node_class:
