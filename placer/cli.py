@@ -107,6 +107,15 @@ source_options = [
 ]
 
 
+output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
+time_limit_option = click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="Seconds for the solver (policy solver.timeLimitSeconds by default).",
+)
+
+
 def with_source(fn):
     for option in reversed(source_options):
         fn = option(fn)
@@ -128,13 +137,8 @@ def main() -> None:
     show_default=True,
     help="place: running pods stay, pending pods are placed. rebalance: running pods may move and masters may fail over.",
 )
-@click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.01),
-    default=None,
-    help="Seconds for the solver (policy solver.timeLimitSeconds by default).",
-)
+@output_option
+@time_limit_option
 @click.option(
     "--workers",
     type=click.IntRange(min=0),
@@ -165,7 +169,7 @@ def plan(
 
 @main.command()
 @with_source
-@click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
+@output_option
 def audit(
     file: str | None,
     policy_path: str | None,

@@ -17,9 +17,10 @@ from placer.cli import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_VIOLATIONS,
-    OUTPUTS,
     fail,
     load_inputs,
+    output_option,
+    time_limit_option,
     with_source,
 )
 from solver.check import audit as audit_violations
@@ -109,21 +110,16 @@ def _apply(
         return EvictOutcome(status=status, reason=result.message)
 
     def healthy(shard_key: str) -> int:
-        live = adapter.list_pods()
+        """Ready, not terminating members of one shard, read from the API for that shard only."""
+        namespace, cluster, shard = shard_key.split("/", 2)
+        selector = f"{policy.labels.cluster}={cluster},{policy.labels.shard}={shard}"
         count = 0
-        for obj in live:
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            ns = (obj.get("metadata") or {}).get("namespace", "default")
-            key = f"{ns}/{labels.get(policy.labels.cluster)}/{labels.get(policy.labels.shard)}"
+        for obj in adapter.list_pods(namespace=namespace, label_selector=selector):
             ready = any(
                 c.get("type") == "Ready" and c.get("status") == "True"
                 for c in (obj.get("status") or {}).get("conditions") or []
             )
-            if (
-                key == shard_key
-                and ready
-                and not (obj.get("metadata") or {}).get("deletionTimestamp")
-            ):
+            if ready and not (obj.get("metadata") or {}).get("deletionTimestamp"):
                 count += 1
         return count
 
@@ -191,8 +187,8 @@ def _apply(
     metavar="URL",
     help="Push the run's metrics to a Prometheus Pushgateway.",
 )
-@click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=None)
+@output_option
+@time_limit_option
 def command(
     file: str | None,
     policy_path: str | None,

@@ -132,19 +132,23 @@ def _current_placement(problem: Problem) -> Placement:
     return placement
 
 
-def _solve_once(problem: Problem, options: SolveOptions, strengths: dict[str, str]) -> _Solved:
+def _seed_placement(problem: Problem) -> Placement:
+    """The placement CP-SAT starts from, and the answer when it finds none in time."""
+    if problem.mode == "place":
+        return greedy_placement(problem.snapshot, problem.policy)
+    return _current_placement(problem)
+
+
+def _solve_once(
+    problem: Problem, options: SolveOptions, strengths: dict[str, str], seed: Placement | None
+) -> _Solved:
     start = time.monotonic()
     pm = PlacementModel(problem, strengths_override=strengths)
     build_variables(pm)
     for rule in RULES:
         rule.encode(pm)
     big = _objective(pm)
-    if options.hint:
-        seed = (
-            greedy_placement(problem.snapshot, problem.policy)
-            if problem.mode == "place"
-            else _current_placement(problem)
-        )
+    if seed is not None:
         _hint(pm, seed)
         _complete_hint(
             pm.model,
@@ -187,7 +191,8 @@ def solve(
     options = options or SolveOptions()
     start = time.monotonic()
     problem = build_problem(snapshot, policy, mode)
-    solved = _solve_once(problem, options, {})
+    seed = _seed_placement(problem) if options.hint else None
+    solved = _solve_once(problem, options, {}, seed)
     degraded = False
     broken: list[str] = []
     required = [
@@ -201,7 +206,7 @@ def solve(
         and policy.degradation.relax_when_infeasible
         and required
     ):
-        relaxed = _solve_once(problem, options, dict.fromkeys(required, "preferred"))
+        relaxed = _solve_once(problem, options, dict.fromkeys(required, "preferred"), seed)
         if (
             relaxed.status in ("OPTIMAL", "FEASIBLE")
             and relaxed.unplaced_count < solved.unplaced_count
@@ -211,9 +216,7 @@ def solve(
     placement = solved.placement
     if solved.status not in ("OPTIMAL", "FEASIBLE"):
         # No solution in time: fall back to the greedy baseline rather than place nothing.
-        placement = (
-            greedy_placement(snapshot, policy) if mode == "place" else _current_placement(problem)
-        )
+        placement = seed if seed is not None else _seed_placement(problem)
     _mark_unplaced(problem, placement, options, solved)
     for member, reason in problem.skipped:
         placement.unplaced.setdefault(member.key, reason)
