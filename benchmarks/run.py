@@ -37,6 +37,7 @@ CASES = {
     "large": Case("1,000 nodes / 3,000 pods", 1000, 1000, 0, 10),
     "xlarge": Case("5,000 nodes / 15,000 pods", 5000, 5000, 0, 60),
     "add-one": Case("1 shard into 5,000 nodes / 15,000 running", 5000, 1, 5000, 10),
+    "add-batch": Case("100 shards into 5,000 nodes / 15,000 running", 5000, 100, 5000, 10),
 }
 
 

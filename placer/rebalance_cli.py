@@ -2,13 +2,16 @@
 ``--apply``) fix the placement: failovers first (no data moves), evictions second.
 """
 
+from __future__ import annotations
+
 import json
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from models.errors import InputError
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
@@ -25,6 +28,9 @@ from placer.cli import (
 )
 from solver.check import audit as audit_violations
 from solver.solve import SolveOptions, solve
+
+if TYPE_CHECKING:  # Redis is imported only when a run talks to it
+    from placer.redis_roles import RoleMismatch, RoleReading
 
 
 def change_list(plan: Plan) -> list[dict[str, str]]:
@@ -64,12 +70,15 @@ def _apply(
     *,
     adapter: Any,
     password: str | None,
+    port: int,
     relabel: bool,
     max_failovers: int | None,
     max_moves: int,
     failover_timeout: float,
+    label_fixes: Sequence[RoleMismatch] = (),
 ) -> dict[str, Any]:
-    from placer.failover import EvictOutcome, FailoverStep, MoveStep, RebalanceExecutor
+    """Run the change list; with ``relabel``, first make ``label_fixes`` follow Redis."""
+    from placer.failover import Action, EvictOutcome, FailoverStep, MoveStep, RebalanceExecutor
     from placer.kube.adapter import EvictOutcome as KubeEvict
     from placer.redis_ops import RedisEndpoint
 
@@ -79,7 +88,7 @@ def _apply(
         ip = pods[pod_key].pod.pod_ip
         if not ip:
             raise click.ClickException(f"pod {pod_key} has no pod IP: cannot reach its Redis")
-        return RedisEndpoint(host=ip, port=policy.redis.port, password=password)
+        return RedisEndpoint(host=ip, port=port, password=password)
 
     failovers = [
         FailoverStep(
@@ -128,7 +137,9 @@ def _apply(
 
         def relabel_fn(pod_key: str, role: str) -> None:
             ns, name = pod_key.split("/", 1)
-            adapter.patch_pod_labels(ns, name, {policy.labels.role: role})
+            result = adapter.patch_pod_labels(ns, name, {policy.labels.role: role})
+            if not result.ok:
+                raise RuntimeError(f"{result.outcome.value} ({result.status}): {result.message}")
 
     executor = RebalanceExecutor(
         evict=evict,
@@ -138,14 +149,130 @@ def _apply(
         max_moves=max_moves,
         failover_timeout_s=failover_timeout,
     )
+    # Labels Redis contradicts, outside any failover pair (those are relabelled after it).
+    fixes: list[Action] = []
+    in_failover = {f.to_pod for f in failovers} | {f.from_pod for f in failovers}
+    for fix in label_fixes:
+        if relabel_fn is None or not fix.confirmed or fix.pod in in_failover:
+            continue
+        try:
+            relabel_fn(fix.pod, fix.redis)
+        except Exception as exc:
+            outcome, reason = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            outcome, reason = "ok", f"label was {fix.label or 'missing'}; Redis says {fix.redis}"
+        fixes.append(
+            Action(
+                kind="relabel",
+                shard=pods[fix.pod].shard_key,
+                target=fix.pod,
+                destination=fix.redis,
+                outcome=outcome,
+                reason=reason,
+            )
+        )
     report = executor.run(failovers, moves)
+    report.actions[:0] = fixes
     return json.loads(report.to_json())
+
+
+def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
+    """The Kubernetes adapter for a live run (tests substitute an in-memory one here)."""
+    from placer.kube.adapter import KubernetesAdapter
+    from placer.kube.config import load_api_client
+
+    return KubernetesAdapter(load_api_client(kubeconfig, context))
+
+
+def _live_inputs(
+    policy_path: str | None, context: str | None, kubeconfig: str | None
+) -> tuple[Policy, Snapshot, Any]:
+    """Policy, snapshot and the adapter it was read through (the one ``--apply`` acts with)."""
+    from placer.kube.config import KubeConfigError
+    from placer.live import snapshot_from_adapter
+    from placer.source import read_policy
+
+    try:
+        policy = read_policy(policy_path)
+        try:
+            adapter = make_adapter(kubeconfig, context)
+        except KubeConfigError as exc:
+            raise InputError(
+                f"cannot reach a cluster ({exc}); pass -f FILE to plan from a dump"
+            ) from None
+        return policy, snapshot_from_adapter(adapter, policy), adapter
+    except InputError as exc:
+        fail(str(exc))
+
+
+def _password(policy: Policy, password_env: str | None, password_file: str | None) -> str | None:
+    from placer.redis_ops import PasswordSourceError, password_from_env_or_file
+
+    try:
+        return password_from_env_or_file(
+            password_env or policy.redis.password_env, password_file or policy.redis.password_file
+        )
+    except PasswordSourceError as exc:
+        fail(str(exc))
+
+
+def redis_roles(
+    snapshot: Snapshot, port: int, password: str | None, *, required: bool
+) -> tuple[Snapshot, RoleReading]:
+    """``snapshot`` with each member's role as Redis reports it (see placer.redis_roles).
+
+    ``required``: exit 2 when no pod answers (the run would otherwise act on labels
+    it was asked not to trust); otherwise the labels stand.
+    """
+    from placer.redis_roles import apply_roles, read_views, resolve_roles
+
+    views = read_views(snapshot.members, port, password)
+    reading = resolve_roles(snapshot.members, views, port)
+    if required and snapshot.running and not reading.read:
+        if not reading.tried:
+            fail(
+                f"--roles redis: none of the {len(snapshot.running)} running Redis pods "
+                "has a pod IP (status.podIP); cannot read roles from Redis"
+            )
+        ip = {m.key: m.pod.pod_ip for m in snapshot.members}
+        tried = [f"{k} ({ip[k]}:{port})" for k in reading.tried]
+        shown = ", ".join(tried[:8]) + (f" and {len(tried) - 8} more" if len(tried) > 8 else "")
+        first = views[reading.tried[0]]
+        fail(f"--roles redis: no Redis pod could be read; tried {shown}; first error: {first}")
+    return apply_roles(snapshot, reading), reading
+
+
+def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
+    if reading is None:
+        return {"source": source}
+    return {
+        "source": source,
+        "read": list(reading.read),
+        "unreachable": list(reading.unreachable),
+        "mismatches": [m.model_dump() for m in reading.mismatches],
+        "issues": [i.model_dump() for i in reading.issues],
+    }
 
 
 @click.command("rebalance")
 @with_source
 @click.option(
     "--apply", "apply_", is_flag=True, help="Perform the changes (default: print them only)."
+)
+@click.option(
+    "--roles",
+    "roles_from",
+    type=click.Choice(["labels", "redis"]),
+    default="labels",
+    show_default=True,
+    help="Where each pod's master/replica role comes from: its role label, or CLUSTER NODES "
+    "of the pods themselves (sees failovers the labels missed).",
+)
+@click.option(
+    "--redis-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Redis port of the pods (default: policy redis.port, 6379).",
 )
 @click.option(
     "--max-moves",
@@ -163,7 +290,8 @@ def _apply(
 @click.option(
     "--relabel/--no-relabel",
     default=False,
-    help="After a failover, swap the role labels of the two pods.",
+    help="Make role labels follow Redis: swap them after a failover and, with --roles redis, "
+    "fix every label Redis contradicts.",
 )
 @click.option(
     "--password-env", default=None, help="Env var holding the Redis password (never logged)."
@@ -195,6 +323,8 @@ def command(
     context: str | None,
     kubeconfig: str | None,
     apply_: bool,
+    roles_from: str,
+    redis_port: int | None,
     max_moves: int,
     max_failovers: int | None,
     relabel: bool,
@@ -209,40 +339,53 @@ def command(
     """Audit and fix placement: failovers first, evictions second. Dry-run unless --apply."""
     if apply_ and file is not None:
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    adapter: Any = None
+    if file is not None:
+        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    else:
+        policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig)
+    port = redis_port or policy.redis.port
+    password = (
+        _password(policy, password_env, password_file) if apply_ or roles_from == "redis" else None
+    )
+    reading: RoleReading | None = None
+    if roles_from == "redis":
+        snapshot, reading = redis_roles(snapshot, port, password, required=True)
+        for issue in reading.issues:
+            click.echo(f"warning: {issue.object}: {issue.message}", err=True)
     before = audit_violations(snapshot, policy)
     plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=time_limit))
     changes = _limit(change_list(plan), max_failovers, max_moves)
     result: dict[str, Any] = {
         "apply": apply_,
+        "roles": _roles_document(roles_from, reading),
         "auditBefore": [v.model_dump(by_alias=True) for v in before],
         "plan": {"status": plan.status, "objective": plan.objective, "bound": plan.bound},
         "changes": changes,
         "violationsAfterPlan": [v.model_dump(by_alias=True) for v in plan.violations],
     }
     remaining_hard = [v for v in plan.violations if v.severity == "hard"]
-    if apply_ and changes:
-        from placer.kube.adapter import KubernetesAdapter
-        from placer.kube.config import load_api_client
+    label_fixes = [m for m in reading.mismatches if m.confirmed] if reading and relabel else []
+    if apply_ and (changes or label_fixes):
         from placer.live import snapshot_from_adapter
-        from placer.redis_ops import password_from_env_or_file
 
-        adapter = KubernetesAdapter(load_api_client(kubeconfig, context))
-        password = password_from_env_or_file(
-            password_env or policy.redis.password_env, password_file or policy.redis.password_file
-        )
         result["actions"] = _apply(
             snapshot,
             policy,
             changes,
             adapter=adapter,
             password=password,
+            port=port,
             relabel=relabel,
             max_failovers=max_failovers,
             max_moves=max_moves,
             failover_timeout=failover_timeout,
+            label_fixes=label_fixes,
         )["actions"]
-        after = audit_violations(snapshot_from_adapter(adapter, policy), policy)
+        current = snapshot_from_adapter(adapter, policy)
+        if roles_from == "redis":
+            current, _ = redis_roles(current, port, password, required=False)
+        after = audit_violations(current, policy)
         result["auditAfter"] = [v.model_dump(by_alias=True) for v in after]
         remaining_hard = [v for v in after if v.severity == "hard"]
         if report_configmap:
@@ -251,6 +394,17 @@ def command(
     if pushgateway:
         _push(pushgateway, before, remaining_hard)
     if output == "table":
+        if reading is not None:
+            click.echo(
+                f"roles: from Redis ({len(reading.read)} of {len(reading.tried)} pods read"
+                + (f", {len(reading.issues)} warnings on stderr" if reading.issues else "")
+                + ")"
+            )
+            for mismatch in reading.mismatches:
+                click.echo(f"  {mismatch.message}")
+            if not reading.mismatches:
+                click.echo("  every role label matches Redis")
+            click.echo()
         click.echo(render.violations_table(before) if before else "audit: no violations")
         click.echo()
         if not changes:

@@ -15,13 +15,29 @@ from solver.predicates import blocking_reason
 from solver.problem import Problem
 
 
+class _FreeRoom(dict[str, Resources]):
+    """Free room per node, worked out the first time a node is looked at.
+
+    A small batch touches a few dozen of a large cluster's nodes; computing all of them upfront
+    cost more than the assignment itself.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__()
+        self.problem = problem
+
+    def __missing__(self, name: str) -> Resources:
+        node = self.problem.snapshot.node_by_name[name]
+        room = node.allocatable - self.problem.pod_load.get(name, Resources())
+        self[name] = room
+        return room
+
+
 class _NodeState:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         self.cap = problem.policy.rules.max_masters_per_node
-        self.free: dict[str, Resources] = {}
-        for node in problem.snapshot.nodes:
-            self.free[node.name] = node.allocatable - problem.pod_load.get(node.name, Resources())
+        self.free = _FreeRoom(problem)
         self.masters: dict[str, int] = defaultdict(int)
         self.shard_hosts: dict[str, set[str]] = defaultdict(set)
         for member, fixed_node in problem.fixed_members:

@@ -16,13 +16,12 @@ Conventions used by every rule:
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from models.cluster import Member, Node, Pod, Role, SelectorRequirement, Taint, Toleration
 from models.plan import Assignment, DomainLoss, Plan, Severity, Unplaced, Violation
 from models.policy import LEVELS, Level, Policy
-from models.resources import Resources
 from models.snapshot import Snapshot
 
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -34,9 +33,12 @@ _INTEGER = re.compile(r"^[+-]?\d+$")
 # --------------------------------------------------------------------------- final placement
 
 
-@dataclass(frozen=True, slots=True)
-class FinalMember:
-    """One member after the plan: where it ends, as what, and whether the plan sends it there."""
+class FinalMember(NamedTuple):
+    """One member after the plan: where it ends, as what, and whether the plan sends it there.
+
+    A named tuple rather than a dataclass: a plan over a large cluster makes one per member, and
+    every check reads them, so creation cost counts.
+    """
 
     member: Member
     node: str | None
@@ -44,6 +46,13 @@ class FinalMember:
     action: str
     arrives: bool
     """The plan places or moves it onto ``node``: only such members are held to ``fits``."""
+    key: str
+    shard: str
+    """The member's ``cluster/shard`` key."""
+    cluster: str
+
+
+_ROLES = {role.value: role for role in Role}
 
 
 def final_members(snapshot: Snapshot, plan: Plan) -> list[FinalMember]:
@@ -53,16 +62,19 @@ def final_members(snapshot: Snapshot, plan: Plan) -> list[FinalMember]:
     finals: list[FinalMember] = []
     for member in snapshot.members:
         current = member.pod.node_name
-        assignment = by_pod.get(member.key)
+        key = member.key
+        assignment = by_pod.get(key)
         if assignment is None:
             node, role, action = current, member.role or Role.REPLICA, "keep"
         else:
-            node, role, action = assignment.node, Role(assignment.role), assignment.action
-        if member.key in unplaced:
+            node, role, action = assignment.node, _ROLES[assignment.role], assignment.action
+        if unplaced and key in unplaced:
             node = None
         # A "keep" that changes node is a move in all but name: check it like one.
         arrives = node is not None and (action in ("place", "move") or node != current)
-        finals.append(FinalMember(member, node, role, action, arrives))
+        finals.append(
+            FinalMember(member, node, role, action, arrives, key, member.shard_key, member.cluster)
+        )
     return finals
 
 
@@ -75,9 +87,55 @@ def final_placement(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[str | Non
     return {f.member.key: (f.node, f.role) for f in final_members(snapshot, plan)}
 
 
-def _alive(finals: Iterable[FinalMember], nodes: dict[str, Node]) -> list[tuple[FinalMember, Node]]:
-    """Members on a node that exists: the only ones that have a host, rack and zone."""
-    return [(f, nodes[f.node]) for f in finals if f.node is not None and f.node in nodes]
+class _View:
+    """The final placement and the indexes every check reads, built once per judged plan.
+
+    check_plan, evaluate_objective and worst_domain_loss each need the same walk over every
+    member; on a large cluster that walk is most of their cost, so ``assess`` shares one.
+    """
+
+    def __init__(self, snapshot: Snapshot, plan: Plan) -> None:
+        self.snapshot = snapshot
+        self.plan = plan
+        self.finals = final_members(snapshot, plan)
+        # One walk for the indexes most checks share: alive members, overall and per shard.
+        nodes = snapshot.node_by_name
+        self.alive: list[tuple[FinalMember, Node]] = []
+        self.shard_alive: dict[str, list[tuple[FinalMember, Node]]] = defaultdict(list)
+        by_shard: dict[str, list[FinalMember]] = defaultdict(list)
+        for f in self.finals:
+            by_shard[f.shard].append(f)
+            node = nodes.get(f.node) if f.node is not None else None
+            if node is not None:
+                self.alive.append((f, node))
+                self.shard_alive[f.shard].append((f, node))
+        self._by_shard: dict[str, list[FinalMember]] | None = by_shard
+        self._pairs: dict[str, list[tuple[FinalMember, FinalMember]]] = {}
+        self._masters: list[tuple[FinalMember, Node, list[FinalMember]]] | None = None
+
+    @property
+    def by_shard(self) -> dict[str, list[FinalMember]]:
+        if self._by_shard is None:
+            self._by_shard = _by_shard(self.finals)
+        return self._by_shard
+
+    @property
+    def masters(self) -> list[tuple[FinalMember, Node, list[FinalMember]]]:
+        """Per shard with exactly one placed master on a node that exists: it, its node, the shard."""
+        if self._masters is None:
+            nodes = self.snapshot.node_by_name
+            self._masters = []
+            for members in self.by_shard.values():
+                master = _shard_master(members)
+                node = nodes.get(master.node) if master is not None and master.node else None
+                if master is not None and node is not None:
+                    self._masters.append((master, node, members))
+        return self._masters
+
+    def pairs(self, level: Level) -> list[tuple[FinalMember, FinalMember]]:
+        if level not in self._pairs:
+            self._pairs[level] = _separation_pairs(self.snapshot, self.masters, level)
+        return self._pairs[level]
 
 
 # --------------------------------------------------------------------------- fits
@@ -210,22 +268,31 @@ def _check_capacity(snapshot: Snapshot, finals: list[FinalMember]) -> list[Viola
             arriving[f.node].append(f.member.key)
     if not arriving:
         return []
-    used: dict[str, Resources] = defaultdict(Resources)
+    # Plain integers: summing Resources models over a large cluster costs more than the check.
+    used: dict[str, list[int]] = {name: [0, 0, 0] for name in arriving}
     for pod in snapshot.other_pods:
-        if pod.node_name in arriving:
-            used[pod.node_name] = used[pod.node_name] + pod.requests
+        total = used.get(pod.node_name or "")
+        if total is not None:
+            r = pod.requests
+            total[0] += r.cpu
+            total[1] += r.memory
+            total[2] += r.pods
     for f in finals:
-        if f.node in arriving:
-            used[f.node] = used[f.node] + f.member.pod.requests
+        total = used.get(f.node or "")
+        if total is not None:
+            r = f.member.pod.requests
+            total[0] += r.cpu
+            total[1] += r.memory
+            total[2] += r.pods
     violations = []
     for name in sorted(arriving):
         room, need = nodes[name].allocatable, used[name]
         over = [
             f"{what} {have} > {limit}"
             for what, have, limit in (
-                ("cpu(m)", need.cpu, room.cpu),
-                ("memory(bytes)", need.memory, room.memory),
-                ("pods", need.pods, room.pods),
+                ("cpu(m)", need[0], room.cpu),
+                ("memory(bytes)", need[1], room.memory),
+                ("pods", need[2], room.pods),
             )
             if have > limit
         ]
@@ -251,33 +318,33 @@ def _violation(
     return Violation(rule=rule, severity=severity, pods=pods, nodes=nodes, message=message)
 
 
-def _check_shard_spread(snapshot: Snapshot, finals: list[FinalMember]) -> list[Violation]:
+def _check_shard_spread(view: _View) -> list[Violation]:
     """Two members of one shard on one host (Node.host, not the node name)."""
     groups: dict[tuple[str, str], list[tuple[FinalMember, Node]]] = defaultdict(list)
-    for f, node in _alive(finals, snapshot.node_by_name):
-        groups[(f.member.shard_key, node.host)].append((f, node))
+    for shard, here in view.shard_alive.items():
+        if len(here) > 1 and len({node.host for _, node in here}) < len(here):
+            for f, node in here:
+                groups[(shard, node.host)].append((f, node))
     violations = []
-    for (shard, host), here in sorted(groups.items()):
-        if len(here) > 1:
-            violations.append(
-                _violation(
-                    "shard-spread",
-                    "hard",
-                    sorted(f.member.key for f, _ in here),
-                    sorted({n.name for _, n in here}),
-                    f"shard {shard} has {len(here)} members on host {host}",
-                )
+    for shard, host in sorted(k for k, here in groups.items() if len(here) > 1):
+        here = groups[(shard, host)]
+        violations.append(
+            _violation(
+                "shard-spread",
+                "hard",
+                sorted(f.member.key for f, _ in here),
+                sorted({n.name for _, n in here}),
+                f"shard {shard} has {len(here)} members on host {host}",
             )
+        )
     return violations
 
 
-def _check_master_exclusivity(
-    snapshot: Snapshot, policy: Policy, finals: list[FinalMember]
-) -> list[Violation]:
+def _check_master_exclusivity(policy: Policy, view: _View) -> list[Violation]:
     """Masters per node, counted over every managed Redis cluster."""
     limit = policy.rules.max_masters_per_node
     masters: dict[str, list[str]] = defaultdict(list)
-    for f, node in _alive(finals, snapshot.node_by_name):
+    for f, node in view.alive:
         if f.role is Role.MASTER:
             masters[node.name].append(f.member.key)
     return [
@@ -302,61 +369,57 @@ def _shard_master(members: list[FinalMember]) -> FinalMember | None:
 def _by_shard(finals: list[FinalMember]) -> dict[str, list[FinalMember]]:
     grouped: dict[str, list[FinalMember]] = defaultdict(list)
     for f in finals:
-        grouped[f.member.shard_key].append(f)
+        grouped[f.shard].append(f)
     return grouped
 
 
-def _check_shard_roles(finals: list[FinalMember]) -> list[Violation]:
+def _check_shard_roles(view: _View) -> list[Violation]:
     """A shard with placed members needs exactly one master among them."""
     violations = []
-    for shard, members in sorted(_by_shard(finals).items()):
-        placed = [f for f in members if f.node is not None]
-        masters = [f for f in placed if f.role is Role.MASTER]
-        if placed and len(masters) != 1:
+    by_shard = view.by_shard
+    for shard in sorted(by_shard):
+        placed = [f for f in by_shard[shard] if f.node is not None]
+        masters = sum(1 for f in placed if f.role is Role.MASTER)
+        if placed and masters != 1:
             violations.append(
                 _violation(
                     "shard-roles",
                     "hard",
                     sorted(f.member.key for f in placed),
                     sorted({f.node for f in placed if f.node is not None}),
-                    f"shard {shard} has {len(masters)} masters among its {len(placed)} placed members",
+                    f"shard {shard} has {masters} masters among its {len(placed)} placed members",
                 )
             )
     return violations
 
 
 def _separation_pairs(
-    snapshot: Snapshot, finals: list[FinalMember], level: Level
+    snapshot: Snapshot, masters: list[tuple[FinalMember, Node, list[FinalMember]]], level: Level
 ) -> list[tuple[FinalMember, FinalMember]]:
     """(replica, its master) pairs that share a domain at ``level``; both must be alive."""
     nodes = snapshot.node_by_name
     pairs = []
-    for members in _by_shard(finals).values():
-        master = _shard_master(members)
-        if master is None or master.node not in nodes:
-            continue
-        master_domain = nodes[master.node].domain(level)
+    for master, master_node, members in masters:
+        master_domain = master_node.domain(level)
         for f in members:
-            same = f.node in nodes and nodes[f.node].domain(level) == master_domain
-            if f.role is Role.REPLICA and same:
+            if f.role is not Role.REPLICA or f.node is None:
+                continue
+            node = nodes.get(f.node)
+            if node is not None and node.domain(level) == master_domain:
                 pairs.append((f, master))
     return pairs
 
 
-def _check_replica_separation(
-    snapshot: Snapshot, policy: Policy, finals: list[FinalMember]
-) -> list[Violation]:
+def _check_replica_separation(policy: Policy, view: _View) -> list[Violation]:
     """Replica and own master in one rack / zone: hard when required, soft when preferred."""
     violations = []
+    nodes = view.snapshot.node_by_name
     for level in ("rack", "zone"):
         strength = policy.rules.replica_separation.strength(level)
         if strength == "ignore":
             continue
         severity: Severity = "hard" if strength == "required" else "soft"
-        nodes = snapshot.node_by_name
-        for replica, master in sorted(
-            _separation_pairs(snapshot, finals, level), key=lambda p: p[0].member.key
-        ):
+        for replica, master in sorted(view.pairs(level), key=lambda p: p[0].member.key):
             assert replica.node is not None and master.node is not None
             domain = nodes[replica.node].domain(level)
             violations.append(
@@ -397,19 +460,34 @@ class _Losses:
         return {k: n / self.masters_total[k] for k, n in self.masters_in.items()}
 
 
-def _domain_losses(snapshot: Snapshot, finals: list[FinalMember], level: Level) -> list[_Losses]:
+@dataclass
+class _Census:
+    """Counts over the whole final placement that every domain's loss is measured against."""
+
+    alive_per_shard: dict[str, int]
+    masters_total: Counter[str]
+    masters_alive: Counter[str]
+    dead_shards: list[str]
+    """Shards with no alive member at all: lost whichever domain fails."""
+
+
+def _census(view: _View) -> _Census:
+    alive_per_shard = {shard: len(here) for shard, here in view.shard_alive.items()}
+    masters_alive: Counter[str] = Counter(f.cluster for f, _ in view.alive if f.role is Role.MASTER)
+    masters_total: Counter[str] = Counter(f.cluster for f in view.finals if f.role is Role.MASTER)
+    dead = sorted(s for s in view.by_shard if s not in alive_per_shard)
+    return _Census(alive_per_shard, masters_total, masters_alive, dead)
+
+
+def _domain_losses(view: _View, level: Level) -> list[_Losses]:
     """For every domain at ``level`` holding an alive member: what its failure takes down.
 
     Unplaced members and members on vanished nodes are not alive anywhere, so a shard or cluster
     already short of them fails in every domain's loss. Counting is per domain, never domains x
     shards: a shard can only be lost by a domain that holds it, unless it is already dead.
     """
-    alive = _alive(finals, snapshot.node_by_name)
-    shards = {f.member.shard_key for f in finals}
-    alive_per_shard = Counter(f.member.shard_key for f, _ in alive)
-    masters_total = Counter(f.member.cluster for f in finals if f.role is Role.MASTER)
-    masters_alive = Counter(f.member.cluster for f, _ in alive if f.role is Role.MASTER)
-    dead_shards = sorted(s for s in shards if alive_per_shard[s] == 0)
+    census = _census(view)
+    masters_total, masters_alive = census.masters_total, census.masters_alive
 
     def cluster_lost(cluster: str, masters_in_domain: int) -> bool:
         left = masters_alive[cluster] - masters_in_domain
@@ -418,14 +496,16 @@ def _domain_losses(snapshot: Snapshot, finals: list[FinalMember], level: Level) 
     weak_clusters = {k for k in masters_total if cluster_lost(k, 0)}
 
     by_domain: dict[str | None, list[tuple[FinalMember, Node]]] = defaultdict(list)
-    for f, node in alive:
+    for f, node in view.alive:
         by_domain[node.domain(level)].append((f, node))
 
     losses = []
     for domain, here in sorted(by_domain.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
-        in_domain = Counter(f.member.shard_key for f, _ in here)
-        masters_in = Counter(f.member.cluster for f, _ in here if f.role is Role.MASTER)
-        lost = set(dead_shards) | {s for s, n in in_domain.items() if n == alive_per_shard[s]}
+        in_domain = Counter(f.shard for f, _ in here)
+        masters_in = Counter(f.cluster for f, _ in here if f.role is Role.MASTER)
+        lost = set(census.dead_shards) | {
+            s for s, n in in_domain.items() if n == census.alive_per_shard[s]
+        }
         clusters = weak_clusters | {k for k, n in masters_in.items() if cluster_lost(k, n)}
         losses.append(
             _Losses(
@@ -441,22 +521,20 @@ def _domain_losses(snapshot: Snapshot, finals: list[FinalMember], level: Level) 
     return losses
 
 
-def _check_survive(
-    snapshot: Snapshot, policy: Policy, finals: list[FinalMember]
-) -> list[Violation]:
+def _check_survive(policy: Policy, view: _View) -> list[Violation]:
     """Losing any one domain at the survive level keeps every shard and a master majority."""
     level = policy.rules.survive
     if level == "none":
         return []
     violations = []
-    for loss in _domain_losses(snapshot, finals, level):
+    for loss in _domain_losses(view, level):
         if not loss.shards_lost and not loss.clusters_lost:
             continue
         failing_shards, failing_clusters = set(loss.shards_lost), set(loss.clusters_lost)
         pods = sorted(
             f.member.key
             for f, _ in loss.members
-            if f.member.shard_key in failing_shards or f.member.cluster in failing_clusters
+            if f.shard in failing_shards or f.cluster in failing_clusters
         )
         parts = []
         if loss.shards_lost:
@@ -479,51 +557,131 @@ def _check_survive(
     return violations
 
 
+def _worst_domain_loss(view: _View) -> list[DomainLoss]:
+    """Counts only, per domain: the share of masters and the number of shards it takes down.
+
+    Building every domain's full loss (member lists, sorted shard names) would cost domains x
+    dead shards at the host level of a large cluster; the ranking needs two numbers per domain.
+    A shard is lost with a domain exactly when all its alive members are in that domain.
+    """
+    census = _census(view)
+    dead = len(census.dead_shards)
+    # Per alive member its domains at every level, read once: (host, rack, zone) as LEVELS.
+    shard_domains: list[list[tuple[str | None, ...]]] = []
+    master_domains: list[tuple[str, tuple[str | None, ...]]] = []
+    for here in view.shard_alive.values():
+        per_member: list[tuple[str | None, ...]] = []
+        for f, node in here:
+            domains_of: tuple[str | None, ...] = (node.host, node.rack, node.zone)  # as LEVELS
+            per_member.append(domains_of)
+            if f.role is Role.MASTER:
+                master_domains.append((f.cluster, domains_of))
+        shard_domains.append(per_member)
+    result = []
+    assert LEVELS == ("host", "rack", "zone")
+    for i, level in enumerate(LEVELS):
+        domains: set[str | None] = set()
+        lost: dict[str | None, int] = defaultdict(int)
+        for members in shard_domains:
+            first = members[0][i]
+            held = {d[i] for d in members}
+            domains |= held
+            if len(held) == 1:
+                lost[first] += 1
+        masters_in: dict[tuple[str | None, str], int] = defaultdict(int)
+        for cluster, domains_of in master_domains:
+            masters_in[(domains_of[i], cluster)] += 1
+        top: dict[str | None, tuple[float, str]] = {}
+        for (domain, cluster), n in masters_in.items():
+            share = n / census.masters_total[cluster]
+            current = top.get(domain)
+            if (
+                current is None
+                or share > current[0]
+                or (share == current[0] and cluster < current[1])
+            ):
+                top[domain] = (share, cluster)
+        best: tuple[float, int, str | None] | None = None
+        for domain in sorted(domains, key=lambda d: (d is None, d or "")):
+            ratio = top[domain][0] if domain in top else 0.0
+            shards_lost = dead + lost[domain]
+            if best is None or (ratio, shards_lost) > best[:2]:
+                best = (ratio, shards_lost, domain)
+        if best is None:
+            result.append(DomainLoss(level=level, domain=None, master_loss_ratio=0.0))
+            continue
+        ratio, shards_lost, domain = best
+        result.append(
+            DomainLoss(
+                level=level,
+                domain=domain,
+                master_loss_ratio=ratio,
+                cluster=top[domain][1] if domain in top else None,
+                shards_lost=shards_lost,
+            )
+        )
+    return result
+
+
 def worst_domain_loss(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[DomainLoss]:
     """Per level (host, rack, zone): the one failure that takes the largest share of some cluster's masters.
 
     Ties go to the domain that leaves more shards with no member alive, then to the first name.
     A level with no alive member reports domain None and ratio 0.
     """
-    finals = final_members(snapshot, plan)
-    result = []
-    for level in LEVELS:
-        best: tuple[float, int, DomainLoss] | None = None
-        for loss in _domain_losses(snapshot, finals, level):
-            ratio, cluster = 0.0, None
-            for name, share in sorted(loss.master_share().items()):
-                if share > ratio:
-                    ratio, cluster = share, name
-            candidate = DomainLoss(
-                level=level,
-                domain=loss.domain,
-                master_loss_ratio=ratio,
-                cluster=cluster,
-                shards_lost=len(loss.shards_lost),
-            )
-            if best is None or (ratio, len(loss.shards_lost)) > best[:2]:
-                best = (ratio, len(loss.shards_lost), candidate)
-        result.append(
-            best[2] if best else DomainLoss(level=level, domain=None, master_loss_ratio=0.0)
-        )
-    return result
+    return _worst_domain_loss(_View(snapshot, plan))
 
 
 # --------------------------------------------------------------------------- the whole check
 
 
-def check_plan(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Violation]:
-    """Every rule broken by the plan's final placement, hard and soft."""
-    finals = final_members(snapshot, plan)
+def _violations(policy: Policy, view: _View) -> list[Violation]:
+    snapshot, finals = view.snapshot, view.finals
     return [
         *_check_fits(snapshot, finals),
         *_check_capacity(snapshot, finals),
-        *_check_shard_spread(snapshot, finals),
-        *_check_master_exclusivity(snapshot, policy, finals),
-        *_check_shard_roles(finals),
-        *_check_replica_separation(snapshot, policy, finals),
-        *_check_survive(snapshot, policy, finals),
+        *_check_shard_spread(view),
+        *_check_master_exclusivity(policy, view),
+        *_check_shard_roles(view),
+        *_check_replica_separation(policy, view),
+        *_check_survive(policy, view),
     ]
+
+
+def check_plan(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Violation]:
+    """Every rule broken by the plan's final placement, hard and soft."""
+    return _violations(policy, _View(snapshot, plan))
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """check_plan, evaluate_objective and worst_domain_loss of one plan, in one go."""
+
+    violations: list[Violation]
+    terms: dict[str, float]
+    worst_domain_loss: list[DomainLoss]
+    running_total: float | None = None
+    """The objective of the members already running, alone (when asked for)."""
+
+
+def assess(
+    snapshot: Snapshot, policy: Policy, plan: Plan, *, running_total: bool = False
+) -> Assessment:
+    """All three verdicts on a plan from one walk over the final placement.
+
+    The same answers as calling the three functions, for a third of the work: the solver judges
+    every plan it returns, and on a large cluster that walk dominates a small batch's solve.
+    ``running_total`` adds the objective of the running members alone, a valid lower bound for
+    place mode that the solver reports when it narrowed its model.
+    """
+    view = _View(snapshot, plan)
+    terms, running = _objective_with_running(policy, view, running=running_total)
+    return Assessment(
+        violations=_violations(policy, view),
+        terms=terms,
+        worst_domain_loss=_worst_domain_loss(view),
+        running_total=running,
+    )
 
 
 def keep_plan(snapshot: Snapshot) -> Plan:
@@ -585,50 +743,92 @@ def audit(snapshot: Snapshot, policy: Policy) -> list[Violation]:
 
 def evaluate_objective(snapshot: Snapshot, policy: Policy, plan: Plan) -> dict[str, float]:
     """The weighted objective terms of the final placement (objective.md), and their total."""
+    return _objective_terms(policy, _View(snapshot, plan))
+
+
+def _objective_terms(policy: Policy, view: _View) -> dict[str, float]:
+    return _objective_with_running(policy, view, running=False)[0]
+
+
+def _objective_with_running(
+    policy: Policy, view: _View, *, running: bool
+) -> tuple[dict[str, float], float | None]:
+    """The objective terms and, with ``running``, the total of the members already running alone.
+
+    In place mode that second figure is a lower bound on any plan's objective: every term only
+    grows as pods are added (more pairs, more masters per zone and node, more memory). Both come
+    from one walk over the placement.
+    """
     weights = policy.weights
-    nodes = snapshot.node_by_name
-    finals = final_members(snapshot, plan)
-    alive = _alive(finals, nodes)
+    nodes = view.snapshot.node_by_name
     terms: dict[str, float] = {}
+    base = 0.0
 
     for level in ("rack", "zone"):
         if policy.rules.replica_separation.strength(level) == "preferred":
-            pairs = len(_separation_pairs(snapshot, finals, level))
-            terms[level] = float(weights.separation(level) * pairs)
+            pairs = view.pairs(level)
+            terms[level] = float(weights.separation(level) * len(pairs))
+            if running:
+                kept = sum(
+                    1 for r, m in pairs if not r.member.pod.pending and not m.member.pod.pending
+                )
+                base += weights.separation(level) * kept
         else:
             terms[level] = 0.0
 
-    per_cluster_zone: Counter[tuple[str, str | None]] = Counter()
-    per_node: Counter[str] = Counter()
-    for f, node in alive:
+    per_cluster_zone: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
+    per_node: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    memory: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    # Per key: [all final members, running members only]; memory also counts running members.
+    for f, node in view.alive:
+        keeps = 1 if running and not f.member.pod.pending else 0
+        used = f.member.pod.requests.memory
+        entry = memory[node.name]
+        entry[0] += used
+        entry[1] += used * keeps
+        entry[2] += keeps
         if f.role is Role.MASTER:
-            per_cluster_zone[(f.member.cluster, node.zone)] += 1
-            per_node[node.name] += 1
-    worst_zone: dict[str, int] = {}
-    for (cluster, _), count in per_cluster_zone.items():
-        worst_zone[cluster] = max(worst_zone.get(cluster, 0), count)
-    stacked = sum(max(0, count - 1) for count in per_node.values())
-    terms["masterBalance"] = float(weights.master_balance * (sum(worst_zone.values()) + stacked))
+            zone = per_cluster_zone[(f.cluster, node.zone)]
+            zone[0] += 1
+            zone[1] += keeps
+            on_node = per_node[node.name]
+            on_node[0] += 1
+            on_node[1] += keeps
 
-    memory: Counter[str] = Counter()
-    for f, node in alive:
-        memory[node.name] += f.member.pod.requests.memory
-    hosting = set(memory)
-    for pod in snapshot.other_pods:
-        if pod.node_name in hosting:
-            memory[pod.node_name] += pod.requests.memory
-    max_util = max(
-        (
-            100 * memory[name] // nodes[name].allocatable.memory
-            for name in hosting
-            if nodes[name].allocatable.memory > 0
-        ),
-        default=0,
-    )
-    terms["loadBalance"] = float(weights.load_balance * max_util)
+    def master_balance(i: int) -> int:
+        worst_zone: dict[str, int] = {}
+        for (cluster, _), counts in per_cluster_zone.items():
+            worst_zone[cluster] = max(worst_zone.get(cluster, 0), counts[i])
+        stacked = sum(max(0, counts[i] - 1) for counts in per_node.values())
+        return weights.master_balance * (sum(worst_zone.values()) + stacked)
 
-    moves = sum(1 for a in plan.assignments if a.action == "move")
+    terms["masterBalance"] = float(master_balance(0))
+
+    for pod in view.snapshot.other_pods:
+        hosting = memory.get(pod.node_name or "")
+        if hosting is not None:
+            hosting[0] += pod.requests.memory
+            hosting[1] += pod.requests.memory
+
+    def max_util(i: int) -> int:
+        """Only nodes hosting a member (of the kind counted) are in the running."""
+        hosting = memory.items() if i == 0 else ((k, e) for k, e in memory.items() if e[2])
+        return max(
+            (
+                100 * e[i] // nodes[name].allocatable.memory
+                for name, e in hosting
+                if nodes[name].allocatable.memory > 0
+            ),
+            default=0,
+        )
+
+    terms["loadBalance"] = float(weights.load_balance * max_util(0))
+
+    moves = sum(1 for a in view.plan.assignments if a.action == "move")
     terms["move"] = float(weights.move * moves)
-    terms["failover"] = float(weights.failover * len(plan.failovers))
+    terms["failover"] = float(weights.failover * len(view.plan.failovers))
     terms["total"] = sum(terms.values())
-    return terms
+    if not running:
+        return terms, None
+    base += master_balance(1) + weights.load_balance * max_util(1)
+    return terms, float(base)

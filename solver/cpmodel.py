@@ -50,11 +50,14 @@ class PlacementModel:
     )
 
     def __post_init__(self) -> None:
+        self._class_sets: dict[int, frozenset[int]] = {}
         for level in ("host", "rack", "zone"):
             domains: dict[str, list[int]] = defaultdict(list)
             for c in self.problem.classes:
                 domains[self.problem.domain_of_class(c, level)].append(c.index)
             self.domain_classes[level] = dict(domains)
+            for members in domains.values():
+                self._class_sets[id(members)] = frozenset(members)
 
     # -- variables -----------------------------------------------------------------------------
     def var(self, g: int, c: int, role: Role) -> cp_model.IntVar | None:
@@ -64,7 +67,16 @@ class PlacementModel:
         self, group: Group, classes: Iterable[int] | None = None, role: Role | None = None
     ) -> list[cp_model.IntVar]:
         roles = (role,) if role is not None else group.roles
-        cls = group.candidates if classes is None else classes
+        if classes is None:
+            cls: Iterable[int] = group.candidates
+        else:
+            # A domain holds far more classes than a group's (narrowed) candidates: walk the
+            # smaller side. Domain lists are owned by this model, so their sets are kept.
+            wanted = self._class_sets.get(id(classes))
+            if wanted is not None and len(wanted) > len(group.candidates):
+                cls = [c for c in group.candidates if c in wanted]
+            else:
+                cls = classes
         out = []
         for c in cls:
             for r in roles:

@@ -19,30 +19,65 @@ from solver.placement import Placement, to_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
 
 
+def _add(used: dict[str, list[int]], name: str, requests: Resources) -> None:
+    total = used.setdefault(name, [0, 0, 0])
+    total[0] += requests.cpu
+    total[1] += requests.memory
+    total[2] += requests.pods
+
+
+class _Room(dict[str, Resources]):
+    """Free room per node, as Resources, worked out the first time a node is looked at."""
+
+    def __init__(self, nodes: dict[str, Node], used: dict[str, list[int]]) -> None:
+        super().__init__()
+        self.nodes, self.used = nodes, used
+
+    def __missing__(self, name: str) -> Resources:
+        room, total = self.nodes[name].allocatable, self.used.get(name)
+        if total is not None:
+            room = Resources(
+                cpu=room.cpu - total[0], memory=room.memory - total[1], pods=room.pods - total[2]
+            )
+        self[name] = room
+        return room
+
+
 class _Cluster:
     def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
         self.snapshot = snapshot
         self.cap = policy.rules.max_masters_per_node
-        self.free: dict[str, Resources] = {n.name: n.allocatable for n in snapshot.nodes}
         self.masters: dict[str, int] = defaultdict(int)
         self.hosts_of_shard: dict[str, set[str]] = defaultdict(set)
         self.version: dict[str, int] = defaultdict(int)
+        # Bound requests summed as integers, and a node's free Resources built only when a pod
+        # looks at it: per-pod model arithmetic over a large running cluster costs more than the
+        # whole greedy pass. Shard hosts are only tracked for shards that have pods to place.
+        nodes = snapshot.node_by_name
+        used: dict[str, list[int]] = {}
         for pod in snapshot.other_pods:
-            if pod.node_name in self.free:
-                self.free[pod.node_name] = self.free[pod.node_name] - pod.requests
+            if pod.node_name in nodes:
+                _add(used, pod.node_name, pod.requests)
+        placing = {m.shard_key for m in snapshot.members if m.pod.node_name is None}
         for m in snapshot.members:
-            node = snapshot.node_by_name.get(m.pod.node_name or "")
+            node = nodes.get(m.pod.node_name or "")
             if node is None:
                 continue
-            self.free[node.name] = self.free[node.name] - m.pod.requests
-            self.hosts_of_shard[m.shard_key].add(node.host)
+            _add(used, node.name, m.pod.requests)
             if m.role is Role.MASTER:
                 self.masters[node.name] += 1
+            if placing:
+                shard = m.shard_key
+                if shard in placing:
+                    self.hosts_of_shard[shard].add(node.host)
+        self.free = _Room(nodes, used)
         self.racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
         self.rack_zone: dict[str, str] = {}
         for n in snapshot.nodes:
             if node_accepts_new_pods(n):
-                self.racks[n.rack].append((-self.free[n.name].memory, n.name, 0))
+                total = used.get(n.name)
+                free_memory = n.allocatable.memory - (total[1] if total else 0)
+                self.racks[n.rack].append((-free_memory, n.name, 0))
                 self.rack_zone[n.rack] = n.zone or ""
         for heap in self.racks.values():
             heapq.heapify(heap)

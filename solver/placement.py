@@ -21,32 +21,42 @@ def current_role(member: Member) -> Role:
 
 
 def to_plan(snapshot: Snapshot, placement: Placement, mode: Mode, status: Status) -> Plan:
+    """Every managed member as an assignment; one pass over members, since a plan lists them all."""
     assignments: list[Assignment] = []
     failovers: list[Failover] = []
+    placed_nodes, placed_roles = placement.node, placement.role
+    targets: set[str] = set()  # shards where a running member is made master: failover candidates
     for member in snapshot.members:
-        node = placement.node.get(member.key)
-        role = placement.role.get(member.key, current_role(member))
-        if member.pod.pending:
+        key = member.key
+        current = member.pod.node_name
+        node = placed_nodes.get(key)
+        given = placed_roles.get(key)
+        role = given or member.role or Role.REPLICA
+        if given is Role.MASTER and current is not None:
+            targets.add(member.shard_key)
+        from_node = None
+        if current is None:
             action = "place"
-        elif node is not None and node != member.pod.node_name:
-            action = "move"
+        elif node is not None and node != current:
+            action, from_node = "move", current
         else:
-            action = "keep"
-            node = member.pod.node_name
+            action, node = "keep", current
         assignments.append(
             Assignment(
-                pod=member.key,
+                pod=key,
                 node=node,
                 role=role.value,
                 cluster=member.cluster,
                 shard=member.shard,
                 action=action,
-                from_node=member.pod.node_name if action == "move" else None,
+                from_node=from_node,
             )
         )
-    for members in snapshot.shards.values():
+    for shard_key, members in snapshot.shards.items() if targets else ():
+        if shard_key not in targets:
+            continue
         old = next((m for m in members if m.role is Role.MASTER and not m.pod.pending), None)
-        new = next((m for m in members if placement.role.get(m.key) is Role.MASTER), None)
+        new = next((m for m in members if placed_roles.get(m.key) is Role.MASTER), None)
         if old is not None and new is not None and old.key != new.key and not new.pod.pending:
             failovers.append(
                 Failover(cluster=old.cluster, shard=old.shard, **{"from": old.key}, to=new.key)

@@ -8,7 +8,8 @@ class and per topology domain, and nodes in one class are identical for every ru
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from models.cluster import Member, Node, Pod, Role
 from models.plan import Mode
@@ -80,8 +81,9 @@ class Shard:
     current_master: Member | None
     master_possible: bool
 
-    @property
+    @cached_property
     def fixed_master(self) -> tuple[Member, Node | None] | None:
+        """Cached: every rule asks, once per shard, and a large cluster has thousands."""
         return next(((m, n) for m, n in self.fixed if m.role is Role.MASTER), None)
 
 
@@ -139,19 +141,33 @@ def build_problem(
         else:
             fixed.append((member, nodes.get(pod.node_name or "")))
 
-    # Load that stays put on each node.
-    load: dict[str, Resources] = defaultdict(Resources)
+    # Load that stays put on each node, summed as plain integers (Resources arithmetic builds a
+    # model per addition, which dominates on a cluster with thousands of running pods).
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for pod in snapshot.other_pods:
         if pod.node_name:
-            load[pod.node_name] = load[pod.node_name] + pod.requests
+            total, r = totals[pod.node_name], pod.requests
+            total[0] += r.cpu
+            total[1] += r.memory
+            total[2] += r.pods
     fixed_masters: Counter[str] = Counter()
     fixed_count: Counter[str] = Counter()
+    fixed_by_shard: dict[str, list[tuple[Member, Node | None]]] = defaultdict(list)
     for member, node in fixed:
+        fixed_by_shard[member.shard_key].append((member, node))
         if node is not None:
-            load[node.name] = load[node.name] + member.pod.requests
+            total, r = totals[node.name], member.pod.requests
+            total[0] += r.cpu
+            total[1] += r.memory
+            total[2] += r.pods
             fixed_count[node.name] += 1
             if member.role is Role.MASTER:
                 fixed_masters[node.name] += 1
+    load = {
+        name: Resources(cpu=cpu, memory=memory, pods=pods)
+        for name, (cpu, memory, pods) in totals.items()
+    }
+    no_load = Resources()
 
     # Pod constraint types, to split nodes by which types they accept.
     types: dict[tuple[object, ...], Pod] = {}
@@ -170,7 +186,7 @@ def build_problem(
         if type_list and not any(eligible):
             continue
         alloc = model_units(node.allocatable, round_up=False)
-        used = model_units(load[node.name], round_up=True)
+        used = model_units(load.get(node.name, no_load), round_up=True)
         host = node.host if host_sizes[node.host] > 1 else None
         key = (
             node.zone,
@@ -206,9 +222,6 @@ def build_problem(
 
     # Shards and their groups.
     shards: dict[str, Shard] = {}
-    fixed_by_shard: dict[str, list[tuple[Member, Node | None]]] = defaultdict(list)
-    for m, n in fixed:
-        fixed_by_shard[m.shard_key].append((m, n))
     for shard_key, members in snapshot.shards.items():
         cluster = members[0].cluster
         shard_fixed = fixed_by_shard.get(shard_key, [])
@@ -326,3 +339,77 @@ def _limit_candidates(groups: list[Group], classes: list[NodeClass], max_variabl
                 taken[rack] = taken.get(rack, 0) + 1
         g.candidates = sorted(kept)
     return True
+
+
+SMALL_BATCH_MIN_VARIABLES = 2_000
+"""Below this many decision variables the full model is already quick: no narrowing."""
+SMALL_BATCH_MAX_PODS = 600
+"""Narrowing is for the binder's batches (a few to ~100 shards); a bigger batch needs its choice."""
+
+
+def _class_rank(
+    cls: NodeClass, requests: tuple[int, int, int], master: bool, cap: int
+) -> tuple[int, int, int, int]:
+    """Best first: master room (for groups that may hold the master), then utilisation after
+    one more member, then free memory. The same things the soft rules pay for."""
+    no_master_room = int(master and cls.fixed_masters >= cap)
+    stacked = cls.fixed_masters if master else 0
+    alloc = cls.alloc[1]
+    after = 10_000 * (cls.used[1] + requests[1]) // alloc if alloc > 0 else 10_000
+    return (no_master_room, stacked, after, -cls.free[1])
+
+
+def narrow_for_batch(
+    problem: Problem, seed_classes: dict[int, set[int]], cap: int
+) -> Problem | None:
+    """A copy of ``problem`` whose groups keep only their most promising classes, or None.
+
+    For a small batch of new shards in a large running cluster almost every class is a
+    candidate, though the answer uses a handful. Per group and rack this keeps the best-ranked
+    classes until they hold enough nodes for the whole batch's share of that rack, plus every
+    class the seed placement used (so the seed stays a solution and CP-SAT can only improve on
+    it). Every rack, hence every zone, stays reachable, which the domain rules need. Whether the
+    narrowed model still places everything is the caller's to check: it must re-solve unpruned
+    when not (see solver/solve.py).
+    """
+    if problem.mode != "place" or not problem.groups:
+        return None
+    if sum(g.size for g in problem.groups) > SMALL_BATCH_MAX_PODS:
+        return None
+    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
+    if size <= SMALL_BATCH_MIN_VARIABLES:
+        return None
+    classes = problem.classes
+    racks = {c.rack for c in classes} or {""}
+    pending = sum(g.size for g in problem.groups)
+    masters = sum(1 for s in problem.shards.values() if s.groups and s.fixed_master is None)
+    cache: dict[tuple[object, ...], list[int]] = {}
+    groups: list[Group] = []
+    for g in problem.groups:
+        master = Role.MASTER in g.roles
+        # Nodes each rack must offer: the group's own members, and room for a fair share of the
+        # batch's members of this kind (masters are few and need master room; replicas many).
+        share = masters if master and Role.REPLICA not in g.roles else pending
+        need = max(g.size, -(-2 * share // len(racks)))
+        key = (tuple(g.candidates), g.requests, master, need)
+        kept = cache.get(key)
+        if kept is None:
+            ranked = sorted(
+                g.candidates,
+                key=lambda c: (*_class_rank(classes[c], g.requests, master, cap), c),
+            )
+            nodes_kept: dict[str, int] = defaultdict(int)
+            kept = []
+            for c in ranked:
+                rack = classes[c].rack
+                if nodes_kept[rack] < need:
+                    kept.append(c)
+                    nodes_kept[rack] += classes[c].size
+            cache[key] = kept
+        chosen = set(kept) | (seed_classes.get(g.index, set()) & set(g.candidates))
+        if g.origin_class is not None:
+            chosen.add(g.origin_class)
+        groups.append(replace(g, candidates=sorted(chosen)))
+    if sum(len(g.candidates) * len(g.roles) for g in groups) >= size:
+        return None
+    return replace(problem, groups=groups, pruned=True)

@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from placer.cli import main
+from placer.kube.fake import FakeKubeAdapter
 from tests.kube_dicts import node, redis_pod
 
 
@@ -46,3 +48,80 @@ def test_apply_needs_a_live_cluster(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["rebalance", "-f", dump(tmp_path), "--apply"])
     assert result.exit_code == 2
     assert "--apply acts on a live cluster" in result.stderr
+
+
+def test_bundled_rebalance_example_plans_one_failover_then_one_move() -> None:
+    """placer/examples/rebalance.yaml (the README's example) has one cheapest fix."""
+    from placer.cli import example_path
+
+    path = str(Path(example_path()).with_name("rebalance.yaml"))
+    result = CliRunner().invoke(main, ["rebalance", "-f", path, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["roles"] == {"source": "labels"}
+    assert sorted(v["rule"] for v in report["auditBefore"] if v["severity"] == "hard") == [
+        "master-exclusivity",
+        "shard-spread",
+    ]
+    assert report["changes"] == [
+        {
+            "kind": "failover",
+            "shard": "redis/cache/1",
+            "from": "redis/cache-1-0",
+            "to": "redis/cache-1-1",
+        },
+        {
+            "kind": "move",
+            "shard": "redis/cache/3",
+            "pod": "redis/cache-3-1",
+            "from": "node-d",
+            "to": "node-c",
+        },
+    ]
+    assert [v for v in report["violationsAfterPlan"] if v["severity"] == "hard"] == []
+
+
+def fake_with_shard_on_one_host(blocked: str | None = None) -> FakeKubeAdapter:
+    """Both members of shard 0 on n1 (shard-spread): only an eviction can fix it.
+
+    n2 already runs shard 1's master, so shard 0's replica is the one pod that can go there.
+    """
+    pods = [
+        redis_pod("r-0-0", "r", 0, "master", node="n1"),
+        redis_pod("r-0-1", "r", 0, "replica", node="n1"),
+        redis_pod("r-1-0", "r", 1, "master", node="n2"),
+        redis_pod("r-1-1", "r", 1, "replica", node="n1"),
+    ]
+    for pod in pods:
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return FakeKubeAdapter(
+        nodes=[node(n, z, z, memory="64Gi", cpu="16") for n, z in (("n1", "a"), ("n2", "b"))],
+        pods=pods,
+        evict_blocked=(lambda pod: blocked) if blocked else None,
+    )
+
+
+def test_apply_evicts_through_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = fake_with_shard_on_one_host()
+    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    result = CliRunner().invoke(main, ["rebalance", "--apply", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["changes"] == [
+        {"kind": "move", "shard": "default/r/0", "pod": "default/r-0-1", "from": "n1", "to": "n2"}
+    ]
+    moved = "default/r-0-1"
+    assert [(a["kind"], a["target"], a["outcome"]) for a in report["actions"]] == [
+        ("evict", moved, "ok")
+    ]
+    assert kube.evicted == [tuple(moved.split("/"))]
+    assert report["auditAfter"] == []  # the evicted pod is gone; the binder recreates it
+
+
+def test_apply_reports_a_pdb_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = fake_with_shard_on_one_host(blocked="Cannot evict pod as it would violate the PDB")
+    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    result = CliRunner().invoke(main, ["rebalance", "--apply"])
+    assert result.exit_code == 1, result.output  # the hard violation is still there
+    assert "skipped PodDisruptionBudget refused the eviction: Cannot evict pod" in result.stdout
+    assert kube.evicted == [] and len(kube.pods) == 4

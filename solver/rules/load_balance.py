@@ -20,11 +20,14 @@ def encode(pm: PlacementModel) -> None:
     top = m.new_int_var(0, 10_000, "maxMemoryUtilisation")
     in_class = set(problem.node_class)
     hosting = {n.name for _, n in problem.fixed_members if n is not None}
+    # Bounds that no decision moves (running members' nodes that take nothing new) fold into one
+    # constant floor: a large running cluster would otherwise add thousands of constraints.
+    floor = 0
     for node in problem.snapshot.nodes:
         if node.name in hosting and node.name not in in_class and node.allocatable.memory > 0:
             load = problem.pod_load.get(node.name)
             used = load.memory if load else 0
-            m.add(top >= (100 * used) // node.allocatable.memory)
+            floor = max(floor, (100 * used) // node.allocatable.memory)
     for cls in problem.classes:
         alloc = cls.alloc[MEMORY] * cls.size
         if alloc <= 0:
@@ -32,7 +35,11 @@ def encode(pm: PlacementModel) -> None:
         demand = pm.class_count(cls.index, weight=MEMORY)
         class_load = cls.size * cls.used[MEMORY] + demand
         if cls.fixed_members:
-            m.add((top + 1) * alloc >= 100 * class_load + 1)
+            if isinstance(demand, int):
+                # (top + 1) * alloc >= 100 * load + 1, with the load fixed
+                floor = max(floor, -(-(100 * class_load + 1) // alloc) - 1)
+            else:
+                m.add((top + 1) * alloc >= 100 * class_load + 1)
             continue
         if isinstance(demand, int):
             continue
@@ -40,6 +47,8 @@ def encode(pm: PlacementModel) -> None:
         for g, _, v in pm.by_class[cls.index]:
             m.add(v <= min(g.size, cls.size) * hosts)
         m.add((top + 1) * alloc >= 100 * class_load + 1).only_enforce_if(hosts)
+    if floor:
+        m.add(top >= floor)
     pm.add_cost("loadBalance", weight, top)
 
 

@@ -36,6 +36,19 @@ def encode_level(pm: PlacementModel, level: Level) -> None:
         groups = pm.shard_groups(shard)
         fixed_master = shard.fixed_master
         master_domain = fixed_master[1].domain(level) if fixed_master and fixed_master[1] else None
+        if not groups:
+            # A running shard with nothing to place only adds its current cost; most shards of a
+            # large running cluster are this, so no per-domain counting for them.
+            if strength == "preferred" and master_domain is not None:
+                same = sum(
+                    1
+                    for member, node in shard.fixed
+                    if node is not None
+                    and member.role is Role.REPLICA
+                    and node.domain(level) == master_domain
+                )
+                pm.add_constant(level, weight * same)
+            continue
         fixed_replicas = Counter(
             node.domain(level)
             for member, node in shard.fixed
@@ -43,8 +56,6 @@ def encode_level(pm: PlacementModel, level: Level) -> None:
         )
         if strength == "preferred" and master_domain is not None:
             pm.add_constant(level, weight * fixed_replicas[master_domain])
-        if not groups:
-            continue
         replica_groups = [g for g in groups if Role.REPLICA in g.roles]
         master_groups = [g for g in groups if Role.MASTER in g.roles]
         if not replica_groups and not master_groups:

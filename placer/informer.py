@@ -1,0 +1,165 @@
+"""An informer-style cache of nodes, pods and StatefulSets: list once, then follow the watch.
+
+The binder decides from this cache rather than listing 15,000 pods per batch. It holds no
+state the cluster does not: ``resync`` rebuilds it from scratch (at start, after a lost
+watch, after regaining leadership). What the binder itself just wrote (a binding, a pin) is
+recorded at once so the next decision counts it before the watch echoes it back.
+"""
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
+
+log = logging.getLogger(__name__)
+
+PodKey = tuple[str, str]
+
+
+def pod_key_of(pod: Mapping[str, Any]) -> PodKey:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    raw = (obj.get("metadata") or {}).get("resourceVersion") or "0"
+    return int(raw) if str(raw).isdigit() else 0
+
+
+class ClusterCache:
+    """Thread-safe: the watch thread applies events while the decision loop reads copies."""
+
+    def __init__(self, adapter: KubeAdapter, namespace: str | None = None) -> None:
+        self.adapter = adapter
+        self.namespace = namespace
+        self._lock = threading.RLock()
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[PodKey, dict[str, Any]] = {}
+        self.statefulsets: list[dict[str, Any]] = []
+        self.version: str | None = None
+        self.synced = False
+        self._assumed: dict[PodKey, tuple[str, str]] = {}
+        """Pods we bound, by (uid, node), until the watch shows the binding: kube-scheduler's
+        "assumed pods". An older event arriving late must not make a bound pod look pending."""
+
+    def resync(self) -> None:
+        """List everything again; the watch resumes from the list's resourceVersion."""
+        nodes = self.adapter.list_nodes()
+        pods, version = self.adapter.list_pods_with_version(namespace=self.namespace)
+        statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
+        with self._lock:
+            self.nodes = {n["metadata"]["name"]: n for n in nodes}
+            self.pods = {pod_key_of(p): p for p in pods}
+            self.statefulsets = statefulsets
+            self.version = version
+            self.synced = True
+            self._assumed.clear()
+        log.info(
+            "cache resynced: nodes=%d pods=%d statefulsets=%d version=%s",
+            len(nodes),
+            len(pods),
+            len(statefulsets),
+            version,
+        )
+
+    def refresh_nodes(self) -> None:
+        """A fresh node list: a node can vanish between a solve and its bindings."""
+        nodes = self.adapter.list_nodes()
+        with self._lock:
+            self.nodes = {n["metadata"]["name"]: n for n in nodes}
+
+    def refresh_statefulsets(self) -> None:
+        statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
+        with self._lock:
+            self.statefulsets = statefulsets
+
+    def poll(self, timeout_seconds: int = 60) -> int:
+        """Apply the pod changes since the last version; returns how many arrived.
+
+        Blocks for up to ``timeout_seconds`` against a real API server; a 410 (version too
+        old) triggers a resync, as client-go's reflector does.
+        """
+        if not self.synced:
+            self.resync()
+        try:
+            count = 0
+            for event in self.adapter.watch_pods(
+                namespace=self.namespace,
+                resource_version=self.version,
+                timeout_seconds=timeout_seconds,
+            ):
+                self.apply(event)
+                count += 1
+            return count
+        except WatchExpired:
+            log.info("watch expired at version %s: resyncing", self.version)
+            self.resync()
+            return 1
+
+    def apply(self, event: WatchEvent) -> None:
+        obj = event.object
+        with self._lock:
+            if event.type == "BOOKMARK":
+                self.version = event.resource_version or self.version
+                return
+            if obj.get("kind", "Pod") != "Pod":
+                return
+            key = pod_key_of(obj)
+            current = self.pods.get(key)
+            if event.type == "DELETED":
+                if current is None or _same_pod(current, obj):
+                    self.pods.pop(key, None)
+                    self._assumed.pop(key, None)
+            elif (
+                current is None or _version(obj) >= _version(current) or not _same_pod(current, obj)
+            ):
+                self.pods[key] = self._with_assumption(key, obj)
+            self.version = event.resource_version or self.version
+
+    def _with_assumption(self, key: PodKey, pod: dict[str, Any]) -> dict[str, Any]:
+        assumed = self._assumed.get(key)
+        if assumed is None:
+            return pod
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if uid != assumed[0]:
+            self._assumed.pop(key, None)  # a new pod of the same name
+            return pod
+        if (pod.get("spec") or {}).get("nodeName"):
+            self._assumed.pop(key, None)  # the server's view has caught up
+            return pod
+        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
+
+    def put_pod(self, pod: dict[str, Any]) -> None:
+        """Record a pod as the server returned it (after a pin, or a re-read)."""
+        with self._lock:
+            key = pod_key_of(pod)
+            current = self.pods.get(key)
+            if current is None or _version(pod) >= _version(current) or not _same_pod(current, pod):
+                self.pods[key] = self._with_assumption(key, pod)
+
+    def forget_pod(self, key: PodKey) -> None:
+        with self._lock:
+            self.pods.pop(key, None)
+            self._assumed.pop(key, None)
+
+    def note_bound(self, key: PodKey, node: str) -> None:
+        """The server accepted our binding; count the pod on its node until the watch says so."""
+        with self._lock:
+            pod = self.pods.get(key)
+            if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+                uid = str((pod.get("metadata") or {}).get("uid") or "")
+                self._assumed[key] = (uid, node)
+                self.pods[key] = self._with_assumption(key, pod)
+
+    def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""
+        with self._lock:
+            return list(self.nodes.values()), list(self.pods.values()), list(self.statefulsets)
+
+
+def _same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    uid_a = (a.get("metadata") or {}).get("uid")
+    uid_b = (b.get("metadata") or {}).get("uid")
+    return not uid_a or not uid_b or uid_a == uid_b

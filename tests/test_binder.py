@@ -1,0 +1,73 @@
+"""The binder's decision loop against the in-memory adapter: gangs, binding once, vanished nodes."""
+
+from typing import Any
+
+from models.kube_objects import flatten
+from models.policy import Policy
+from models.synthetic import generate_cluster
+from placer.binder import Binder, BinderConfig
+from placer.kube.fake import FakeKubeAdapter
+
+
+def _fake(nodes: int = 12, shards: int = 4) -> FakeKubeAdapter:
+    objs = flatten([generate_cluster(nodes, shards)])
+    return FakeKubeAdapter(
+        nodes=[o for o in objs if o["kind"] == "Node"],
+        pods=[o for o in objs if o["kind"] == "Pod"],
+    )
+
+
+def _sized(fake: FakeKubeAdapter, size: int) -> None:
+    for pod in fake.pods.values():
+        pod["metadata"].setdefault("annotations", {})["redis-placer.io/shard-size"] = str(size)
+
+
+def test_binds_every_pod_once_after_the_batch_window() -> None:
+    fake = _fake()
+    binder = Binder(fake, Policy(), BinderConfig())
+    first = binder.step(now=1000.0)
+    assert first.bound == [] and first.next_step_in == 1.0
+    second = binder.step(now=1001.5)
+    assert second.solve_status in ("OPTIMAL", "FEASIBLE")
+    assert len(second.bound) == 12 and len(fake.binds) == 12
+    binder.cache.poll(0)
+    third = binder.step(now=1003.0)
+    assert third.bound == [] and len(fake.binds) == 12
+    assert all(p["spec"].get("nodeName") for p in fake.pods.values())
+    assert sum(e["reason"] == "Scheduled" for e in fake.events) == 12
+
+
+def test_incomplete_shard_waits_then_is_held() -> None:
+    fake = _fake(shards=1)
+    _sized(fake, 4)  # 3 present, 4 expected
+    binder = Binder(fake, Policy(), BinderConfig())
+    waiting = binder.step(now=1000.0)
+    assert [d.decision for d in waiting.decisions] == ["wait"]
+    assert waiting.next_step_in <= 30.0
+    held = binder.step(now=1000.0 + 31)
+    assert [d.decision for d in held.decisions] == ["reject"]
+    assert fake.binds == []
+    reasons = [e["reason"] for e in fake.events]
+    assert reasons.count("WaitingForShard") == 3 and reasons.count("FailedScheduling") == 3
+
+
+def test_vanished_node_is_not_bound_and_shard_is_solved_again() -> None:
+    fake = _fake(shards=1)
+    binder = Binder(fake, Policy(), BinderConfig())
+    binder.step(now=1000.0)
+    solve = binder._solve
+
+    def solve_then_drop(snapshot: Any) -> Any:
+        plan = solve(snapshot)
+        target = next(a.node for a in plan.assignments if a.action == "place")
+        fake.nodes.pop(str(target))
+        return plan
+
+    binder._solve = solve_then_drop  # type: ignore[method-assign]
+    report = binder.step(now=1002.0)
+    assert report.bound == [] and report.failed and fake.binds == []
+    binder._solve = solve  # type: ignore[method-assign]
+    binder.step(now=1002.0)  # opens a new batch window
+    again = binder.step(now=1003.5)
+    assert len(again.bound) == 3
+    assert {n for _, n in fake.binds} <= set(fake.nodes)
