@@ -1,0 +1,90 @@
+"""``redis-placer binder``: the Permit-gate binder as a long-running process."""
+
+import logging
+import signal
+import threading
+from typing import Any
+
+import click
+
+from models.errors import InputError
+from placer.binder import PLACEMENT_GATE, Binder, BinderConfig
+from placer.metrics import Metrics, MetricsServer
+from placer.source import read_policy
+
+
+@click.command("binder")
+@click.option(
+    "--enforce",
+    type=click.Choice(["bind", "gate"]),
+    default="bind",
+    show_default=True,
+    help="bind: pods with schedulerName from the policy are bound through pods/binding. "
+    f"gate: pods created with the scheduling gate {PLACEMENT_GATE} are pinned to their node "
+    "by a required node affinity and ungated; kube-scheduler then binds them.",
+)
+@click.option("-p", "--policy", "policy_path", type=click.Path(dir_okay=False), help="Policy YAML.")
+@click.option("--metrics-port", type=int, default=9090, show_default=True)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option(
+    "--lease-namespace", envvar="POD_NAMESPACE", default="redis-placer", show_default=True
+)
+@click.option("--lease-name", default="redis-placer-binder", show_default=True)
+@click.option("--namespace", default=None, help="Watch one namespace (default: all).")
+@click.option(
+    "--context", default=None, help="kubeconfig context (default: in-cluster or current)."
+)
+@click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False))
+def command(
+    enforce: str,
+    policy_path: str | None,
+    metrics_port: int,
+    leader_elect: bool,
+    lease_namespace: str,
+    lease_name: str,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+) -> None:
+    """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
+    from placer.kube.adapter import KubernetesAdapter, default_instance
+    from placer.kube.config import KubeConfigError, load_api_client
+    from placer.kube.leader import run_with_leader_election
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        policy = read_policy(policy_path)
+        client = load_api_client(kubeconfig, context)
+    except (InputError, KubeConfigError) as exc:
+        raise click.ClickException(str(exc)) from None
+    metrics = Metrics()
+    config = BinderConfig(enforce=enforce, namespace=namespace)  # type: ignore[arg-type]
+    binder = Binder(KubernetesAdapter(client), policy, config, metrics)
+    stop = threading.Event()
+
+    def on_signal(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    leading = threading.Event()
+    if leader_elect:
+        threading.Thread(
+            target=run_with_leader_election,
+            args=(
+                client,
+                lease_namespace,
+                lease_name,
+                default_instance(),
+                leading.set,
+                leading.clear,
+                stop,
+            ),
+            name="leader-election",
+            daemon=True,
+        ).start()
+    else:
+        leading.set()
+    with MetricsServer(metrics, port=metrics_port) as server:
+        server.set_ready(True)
+        binder.run(stop, leading=leading.is_set)
