@@ -171,11 +171,13 @@ class Binder:
         )
         self._announce_issues(snapshot, raw, ours)
         waited = {name: now - self._arrival(k, raw[k], now) for k, name in ours.items()}
-        decisions = [decide(g, self.policy.permit) for g in gangs(snapshot, _keys(ours), waited)]
+        shard_gangs = gangs(snapshot, set(ours.values()), waited)
+        decisions = [decide(g, self.policy.permit) for g in shard_gangs]
         report.decisions = decisions
         ready: list[str] = []
         wake = [IDLE_SECONDS]
-        members_by_shard = _pending_by_shard(snapshot, ours)
+        key_of = {name: key for key, name in ours.items()}
+        members_by_shard = {g.shard: [key_of[p] for p in g.pending] for g in shard_gangs}
         for d in decisions:
             pods = members_by_shard.get(d.shard, [])
             if d.decision != "allow":
@@ -513,20 +515,6 @@ class Binder:
 
 def by_key_name(key: PodKey) -> str:
     return f"{key[0]}/{key[1]}"
-
-
-def _keys(ours: Mapping[PodKey, str]) -> set[str]:
-    return set(ours.values())
-
-
-def _pending_by_shard(snapshot: Snapshot, ours: Mapping[PodKey, str]) -> dict[str, list[PodKey]]:
-    by_name = {name: key for key, name in ours.items()}
-    shards: dict[str, list[PodKey]] = defaultdict(list)
-    for m in snapshot.members:
-        key = by_name.get(m.key)
-        if key is not None and m.pod.pending:
-            shards[m.shard_key].append(key)
-    return shards
 
 
 def _unschedulable(node: Mapping[str, Any]) -> bool:
