@@ -1,6 +1,7 @@
 """Nodes, pods and the Redis members among them: what a snapshot holds."""
 
 from enum import StrEnum
+from functools import cached_property
 
 from models.base import Value
 from models.resources import ZERO, Resources
@@ -79,7 +80,7 @@ class Pod(Value):
     resource_version: str = ""
     deleting: bool = False
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
@@ -100,10 +101,10 @@ class Member(Value):
     shard_size: int | None = None
     """Expected members (``redis-placer.io/shard-size`` annotation), when known."""
 
-    @property
+    @cached_property
     def key(self) -> str:
         return self.pod.key
 
-    @property
+    @cached_property
     def shard_key(self) -> str:
         return f"{self.cluster}/{self.shard}"

@@ -71,3 +71,20 @@ def test_vanished_node_is_not_bound_and_shard_is_solved_again() -> None:
     again = binder.step(now=1003.5)
     assert len(again.bound) == 3
     assert {n for _, n in fake.binds} <= set(fake.nodes)
+
+
+def test_only_the_ready_shards_of_a_batch_are_bound() -> None:
+    """A shard still waiting for members is left out of the solve, and none of it is bound."""
+    fake = _fake(shards=2)
+    shard_of = {k: p["metadata"]["labels"].get("redis-shard") for k, p in fake.pods.items()}
+    waiting = sorted(s for s in shard_of.values() if s)[0]
+    for key, pod in fake.pods.items():
+        if shard_of[key] == waiting:
+            pod["metadata"].setdefault("annotations", {})["redis-placer.io/shard-size"] = "4"
+    binder = Binder(fake, Policy(), BinderConfig())
+    binder.step(now=1000.0)
+    report = binder.step(now=1001.5)
+    assert sorted(d.decision for d in report.decisions) == ["allow", "wait"]
+    assert len(report.bound) == 3 and len(fake.binds) == 3
+    bound_shards = {shard_of[key] for key, _ in fake.binds}
+    assert waiting not in bound_shards
