@@ -292,14 +292,20 @@ class ParseCache:
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], Pod] = {}
         self.nodes: dict[tuple[str, str], tuple[Node, tuple[Issue, ...]]] = {}
+        self.members: dict[tuple[str, str, str, str, Role | None, int | None], Member] = {}
 
     @staticmethod
     def key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(uid or name, resourceVersion), plus the node for a pod: a caller may count a pod on
+        a node the server has not recorded yet (an assumed binding, a pin) without a new version.
+        """
         meta = obj.get("metadata") or {}
         version = meta.get("resourceVersion")
         if not version:
             return None
-        return (str(meta.get("uid") or meta.get("name")), str(version))
+        node = (obj.get("spec") or {}).get("nodeName")
+        name = str(meta.get("uid") or meta.get("name"))
+        return (name, f"{version}@{node}" if node else str(version))
 
     def pod(self, obj: Mapping[str, Any]) -> Pod:
         key = self.key(obj)
@@ -321,10 +327,27 @@ class ParseCache:
         issues.extend(cached[1])
         return cached[0]
 
+    def member(
+        self, pod: Pod, cluster: str, shard: str, role: Role | None, size: int | None
+    ) -> Member:
+        if not pod.resource_version:
+            return Member(pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size)
+        version = (
+            f"{pod.resource_version}@{pod.node_name}" if pod.node_name else pod.resource_version
+        )
+        key = (pod.uid or pod.name, version, cluster, shard, role, size)
+        member = self.members.get(key)
+        if member is None:
+            member = self.members[key] = Member(
+                pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size
+            )
+        return member
+
     def forget_except(self, live: set[tuple[str, str]]) -> None:
         """Drop entries of objects that changed or went away, so the cache stays bounded."""
         self.pods = {k: v for k, v in self.pods.items() if k in live}
         self.nodes = {k: v for k, v in self.nodes.items() if k in live}
+        self.members = {k: v for k, v in self.members.items() if k[:2] in live}
 
 
 def build_snapshot(
@@ -417,13 +440,12 @@ def build_snapshot(
                 )
         elif pod.owner_kind == "StatefulSet" and pod.owner_name:
             size = statefulset_replicas.get((pod.namespace, pod.owner_name))
+        cluster_key = f"{pod.namespace}/{cluster_label}"
         members.append(
-            Member(
-                pod=pod,
-                cluster=f"{pod.namespace}/{cluster_label}",
-                shard=str(shard_label),
-                role=role,
-                shard_size=size,
+            cache.member(pod, cluster_key, str(shard_label), role, size)
+            if cache
+            else Member(
+                pod=pod, cluster=cluster_key, shard=str(shard_label), role=role, shard_size=size
             )
         )
         if pod.node_name is not None and pod.node_name not in nodes:

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 Enforce = Literal["bind", "gate"]
 PLACEMENT_GATE = "redis-placer.io/placement"
+DEFAULT_BINDER_TIME_LIMIT = 3.0
+"""Per-batch solve budget of ``redis-placer binder`` (docs/benchmarks.md has the trade-off)."""
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
 
@@ -49,6 +51,7 @@ class BinderConfig:
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 60.0
     node_refresh_seconds: float = 30.0
+    """How often StatefulSets (and, without a node watch, nodes) are listed again."""
 
 
 @dataclass
@@ -131,11 +134,19 @@ class Binder:
         self.clock = clock
         self.cache = ClusterCache(adapter, self.config.namespace)
         self.parse_cache = ParseCache()
+        self._owners_sought: set[tuple[str, str]] = set()
+        self._sets_read_at = float("-inf")
+        self.follow_nodes = False
+        """True while a node watch keeps the cache's nodes current (``run`` starts one); a
+        caller that steps by hand gets a fresh node list before every batch instead."""
         self._window_opened: float | None = None
         self._nodes_read_at = float("-inf")
         self._retry: dict[str, tuple[int, float]] = {}
         self._first_seen: dict[PodKey, float] = {}
         self._announced: dict[PodKey, tuple[str, str]] = {}
+        self._last_read: (
+            tuple[int, tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]] | None
+        ) = None
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -158,12 +169,17 @@ class Binder:
     def step(self, now: float | None = None) -> StepReport:
         now = self.clock() if now is None else now
         report = StepReport()
+        every = self.config.node_refresh_seconds
         if not self.cache.synced:
             self.cache.resync()
-            self._nodes_read_at = now
-        elif now - self._nodes_read_at >= self.config.node_refresh_seconds:
-            self.cache.refresh_nodes()
-            self._nodes_read_at = now
+            self._nodes_read_at = self._sets_read_at = now
+        else:
+            if not self.follow_nodes and now - self._nodes_read_at >= every:
+                self.cache.refresh_nodes()
+                self._nodes_read_at = now
+            if now - self._sets_read_at >= every:
+                self.cache.refresh_statefulsets()  # a scaled StatefulSet changes a shard's size
+                self._sets_read_at = now
         snapshot, ours, raw = self._read(now)
         self.metrics.pending_pods.set(len(ours))
         self.metrics.gated_pods.set(
@@ -173,6 +189,9 @@ class Binder:
         waited = {name: now - self._arrival(k, raw[k], now) for k, name in ours.items()}
         shard_gangs = gangs(snapshot, set(ours.values()), waited)
         decisions = [decide(g, self.policy.permit) for g in shard_gangs]
+        waiting_shards = {g.shard for g in shard_gangs}
+        for shard in [s for s in self._retry if s not in waiting_shards]:
+            del self._retry[shard]  # placed (or gone) since: a later pod starts afresh
         report.decisions = decisions
         ready: list[str] = []
         wake = [IDLE_SECONDS]
@@ -204,15 +223,28 @@ class Binder:
         for shard in ready:
             self._note_decision(members_by_shard[shard], raw, "allow", "")
         self._solve_and_enforce(snapshot, set(ready), ours, raw, now, report)
+        wake.extend(not_before - now for _, not_before in self._retry.values())
         report.next_step_in = 0.0 if report.failed else max(0.0, min(wake))
         return report
 
     def _read(self, now: float) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
         """The snapshot this decision works on, and which pending pods are ours.
 
-        Objects that do not parse are left out with a log line (and an event on our own
-        pods) rather than stopping the binder: one bad pod must not hold up every shard.
+        Rebuilt only when the cache changed since the last step: a batch window's steps mostly
+        look at the same cluster, and 15,000 pods are not re-read to learn nothing.
         """
+        generation = self.cache.generation
+        if self._last_read is not None and self._last_read[0] == generation:
+            return self._last_read[1]
+        result = self._build(now)
+        self._last_read = (generation, result)
+        return result
+
+    def _build(
+        self, now: float
+    ) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
+        """Objects that do not parse are left out with a log line (and an event on our own
+        pods) rather than stopping the binder: one bad pod must not hold up every shard."""
         nodes, pods, statefulsets = self.cache.objects()
         objects: list[Mapping[str, Any]] = []
         for node in nodes:
@@ -224,29 +256,42 @@ class Binder:
             objects.append(node)
         ours: dict[PodKey, str] = {}
         raw: dict[PodKey, dict[str, Any]] = {}
+        unreadable: dict[PodKey, str] = {}
         for pod in pods:
             key = pod_key_of(pod)
+            mine = self.is_ours(pod)
             try:
                 self.parse_cache.pod(pod)
             except InputError as exc:
-                if self.is_ours(pod):
-                    self._event(pod, "FailedScheduling", f"cannot read the pod: {exc}", "Warning")
+                if mine:
+                    raw[key] = pod
+                    unreadable[key] = f"cannot read the pod: {exc}"
                 log.warning("pod skipped: %s", exc)
                 continue
-            if self.is_ours(pod):
+            if mine:
                 ours[key] = f"{key[0]}/{key[1]}"
                 raw[key] = pod
                 objects.append(pod)
             elif not _spec(pod).get("nodeName") and self.managed(pod):
-                pin = pinned_node(pod) if not gate_names(pod) else None
+                pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
                 if pin is not None:
                     objects.append({**pod, "spec": {**_spec(pod), "nodeName": pin}})
                 # Otherwise another scheduler's pending pod: not ours to place or count.
             else:
                 objects.append(pod)
+        unknown = _unknown_owners([raw[k] for k in ours], statefulsets) - self._owners_sought
+        if unknown:
+            self._owners_sought |= unknown  # one extra list per new owner, not one per step
+            # A StatefulSet newer than our list: its replicas are the shard's size, and
+            # without them the shard would be placed before all its members arrive.
+            self.cache.refresh_statefulsets()
+            statefulsets = self.cache.objects()[2]
         objects.extend(statefulsets)
         snapshot = build_snapshot(objects, self.policy, self.parse_cache)
         self._forget_gone(raw)
+        for key, reason in unreadable.items():
+            self._note_decision([key], raw, "reject", reason)
+            del raw[key]
         return snapshot, ours, raw
 
     def _forget_gone(self, raw: Mapping[PodKey, dict[str, Any]]) -> None:
@@ -320,8 +365,9 @@ class Binder:
         )
         by_key = {f"{k[0]}/{k[1]}": k for k in ours}
         summary = _plan_summary(plan, seconds)
-        self.cache.refresh_nodes()
-        self._nodes_read_at = now
+        if not self.follow_nodes:
+            self.cache.refresh_nodes()
+            self._nodes_read_at = now
         nodes = self.cache.nodes
         placed_by_shard: dict[str, list[tuple[PodKey, str, str]]] = defaultdict(list)
         for a in plan.assignments:
@@ -338,16 +384,23 @@ class Binder:
                 self._backoff(shard, now, immediate=True)
                 log.warning("shard=%s nodes vanished before binding: %s", shard, ", ".join(gone))
                 continue
-            ok = True
+            outcomes = []
             for key, node, role in placed:
-                ok &= self._enforce(
-                    key, raw[key], node, f"{role} of shard {shard}; {summary}", report
+                outcome = self._enforce(
+                    key, raw[key], node, role, f"{role} of shard {shard}; {summary}", report
                 )
-            if ok:
+                outcomes.append(outcome)
+                if outcome == "failed":
+                    # The shard's plan rested on that pod landing there; another actor may
+                    # have put it where a sibling was headed. Re-solve before binding more.
+                    break
+            if all(o == "placed" for o in outcomes):
                 self._retry.pop(shard, None)
             else:
                 self._backoff(shard, now, immediate=True)
         explanation = "; ".join(plan.explanation)
+        batch_members = {m.key: m for m in batch.members}
+        unplaced_shards: set[str] = set()
         for u in plan.unplaced:
             key = by_key.get(u.pod)
             if key is None:
@@ -355,16 +408,49 @@ class Binder:
             reason = u.reason + (f" ({explanation})" if explanation else "")
             report.unplaced.append((u.pod, reason))
             self._note_decision([key], raw, "reject", reason, event_reason="FailedScheduling")
-            member = next((m for m in batch.members if m.key == u.pod), None)
+            member = batch_members.get(u.pod)
             if member is not None:
-                self._backoff(member.shard_key, now)
+                unplaced_shards.add(member.shard_key)
+        for shard in unplaced_shards:
+            self._backoff(shard, now)  # once per failed solve, not once per pod
+
+    def _role_labels(self, pod: Mapping[str, Any], role: str) -> dict[str, str]:
+        """The role label to write, if the pod does not carry the plan's role already.
+
+        Audit and rebalance read roles from this label, and a re-solve after a crash keeps a
+        labelled pending pod's role: without it a half-bound shard would change its mind.
+        """
+        key = self.policy.labels.role
+        current = str(_labels(pod).get(key) or "").lower()
+        same = current == role or (role == "replica" and current == "slave")
+        return {} if same else {key: role}
 
     def _enforce(
-        self, key: PodKey, pod: dict[str, Any], node: str, why: str, report: StepReport
-    ) -> bool:
-        name = by_key_name(key)
+        self,
+        key: PodKey,
+        pod: dict[str, Any],
+        node: str,
+        role: str,
+        why: str,
+        report: StepReport,
+    ) -> Literal["placed", "gone", "failed"]:
+        labels = self._role_labels(pod, role)
         if self.config.enforce == "bind":
             uid = (pod.get("metadata") or {}).get("uid")
+            if labels:
+                labelled = self.adapter.patch_pod_labels(key[0], key[1], labels)
+                if not labelled.ok:
+                    return self._failed(
+                        key,
+                        node,
+                        labelled.outcome.value,
+                        labelled.status,
+                        labelled.message,
+                        labelled.outcome is PatchOutcome.GONE,
+                        report,
+                    )
+                if labelled.pod is not None:
+                    self.cache.put_pod(labelled.pod)
             result = self.adapter.bind_pod(key[0], key[1], uid, node)
             if result.ok or (result.outcome is BindOutcome.CONFLICT and result.bound_node == node):
                 # A conflict naming our node: bound already (by us, before a restart).
@@ -376,7 +462,7 @@ class Binder:
         else:
             version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
             patched = self.adapter.pin_and_ungate(
-                key[0], key[1], node, self.config.gate, version, pod
+                key[0], key[1], node, self.config.gate, version, pod, labels
             )
             if patched.ok:
                 if patched.pod is not None:
@@ -388,28 +474,42 @@ class Binder:
             )
             status, message = patched.status, patched.message
             gone = patched.outcome is PatchOutcome.GONE
+        return self._failed(key, node, outcome, status, message, gone, report)
+
+    def _failed(
+        self,
+        key: PodKey,
+        node: str,
+        outcome: str,
+        status: int,
+        message: str,
+        gone: bool,
+        report: StepReport,
+    ) -> Literal["gone", "failed"]:
+        """Count the failure, and re-read the pod so the next solve starts from the truth."""
+        name = by_key_name(key)
         self.metrics.bind(outcome, f"http_{status}" if status else outcome)
         report.failed.append((name, f"{outcome}: {message}"))
         log.warning("enforce pod=%s node=%s outcome=%s message=%s", name, node, outcome, message)
         if gone:
             self.cache.forget_pod(key)
-        else:
-            fresh = self.adapter.get_pod(*key)
-            if fresh is None:
-                self.cache.forget_pod(key)
-            else:
-                self.cache.put_pod(fresh)
-        return False
+            return "gone"
+        fresh = self.adapter.get_pod(*key)
+        if fresh is None:
+            self.cache.forget_pod(key)
+            return "gone"
+        self.cache.put_pod(fresh)
+        return "failed"
 
     def _placed(
         self, key: PodKey, pod: Mapping[str, Any], node: str, why: str, report: StepReport
-    ) -> bool:
+    ) -> Literal["placed"]:
         name = by_key_name(key)
         report.bound.append((name, node))
         self._event(pod, "Scheduled", f"Successfully assigned {name} to {node}: {why}")
         self._announced.pop(key, None)
         log.info("placed pod=%s node=%s mode=%s", name, node, self.config.enforce)
-        return True
+        return "placed"
 
     def _backoff(self, shard: str, now: float, immediate: bool = False) -> None:
         attempts = self._retry.get(shard, (0, now))[0] + 1
@@ -468,16 +568,28 @@ class Binder:
     ) -> None:
         """Step until ``stop``; a watch thread keeps the cache current and wakes the loop."""
         wake = threading.Event()
-        watcher = threading.Thread(
-            target=self._watch, args=(stop, wake), name="pod-watch", daemon=True
-        )
+
+        # Each pod event wakes the loop; node events only keep the cache current, or 5,000
+        # nodes' status updates would keep it stepping with nothing to place.
+        def follow_pods(timeout: int) -> int:
+            return self.cache.poll(timeout, on_event=wake.set)
+
+        watchers = [
+            threading.Thread(target=self._follow, args=(stop, poll), name=name, daemon=True)
+            for name, poll in (
+                ("pod-watch", follow_pods),
+                ("node-watch", self.cache.poll_nodes),
+            )
+        ]
         self.cache.resync()
-        watcher.start()
+        for watcher in watchers:
+            watcher.start()
+        self.follow_nodes = True
         was_leading = False
         while not stop.is_set():
             if not leading():
                 was_leading = False
-                wake.wait(1.0)
+                _sleep(1.0, wake, stop)
                 wake.clear()
                 continue
             if not was_leading:
@@ -490,17 +602,17 @@ class Binder:
                 report = StepReport(next_step_in=self.config.retry_base_seconds)
             if on_step is not None:
                 on_step(report)
-            if report.next_step_in > 0:
-                wake.wait(report.next_step_in)
+            _sleep(report.next_step_in, wake, stop)
             wake.clear()
-        watcher.join(timeout=5)
+        self.follow_nodes = False
+        for watcher in watchers:
+            watcher.join(timeout=2)  # daemons: a watch blocked on the network dies with us
 
-    def _watch(self, stop: threading.Event, wake: threading.Event) -> None:
+    def _follow(self, stop: threading.Event, poll: Callable[[int], int]) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                if self.cache.poll(timeout_seconds=30):
-                    wake.set()
+                poll(30)
             except Exception as exc:
                 log.warning("watch failed: %s; resyncing", exc)
                 stop.wait(1.0)
@@ -511,6 +623,32 @@ class Binder:
                 continue
             if time.monotonic() - started < 1.0:
                 stop.wait(0.2)  # a watch that ends at once must not spin
+
+
+def _unknown_owners(
+    pods: list[dict[str, Any]], statefulsets: list[dict[str, Any]]
+) -> set[tuple[str, str]]:
+    known = {
+        (str(s["metadata"].get("namespace") or "default"), str(s["metadata"].get("name")))
+        for s in statefulsets
+    }
+    owners = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "StatefulSet" and ref.get("controller", True):
+                owners.add((str(meta.get("namespace") or "default"), str(ref.get("name"))))
+    return owners - known
+
+
+def _sleep(seconds: float, wake: threading.Event, stop: threading.Event) -> None:
+    """Until ``seconds`` pass, a pod event wakes us, or we are told to stop (SIGTERM)."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and not wake.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        wake.wait(min(left, 0.25))
 
 
 def by_key_name(key: PodKey) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from models.errors import InputError
-from placer.binder import PLACEMENT_GATE, Binder, BinderConfig
+from placer.binder import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
 from placer.metrics import Metrics, MetricsServer
 from placer.source import read_policy
 
@@ -35,6 +35,22 @@ from placer.source import read_policy
     "--context", default=None, help="kubeconfig context (default: in-cluster or current)."
 )
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False))
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_BINDER_TIME_LIMIT,
+    show_default=True,
+    help="Seconds per batch solve. The gate holds pods while it solves, so this is shorter "
+    "than the policy's solver.timeLimitSeconds (used by plan and rebalance); the plan is the "
+    "best found in time, never worse than the greedy baseline it starts from.",
+)
+@click.option(
+    "--solver",
+    type=click.Choice(["cp-sat", "greedy"]),
+    default="cp-sat",
+    show_default=True,
+    help="greedy: place each shard in turn, no optimisation (faster, for very large batches).",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -45,6 +61,8 @@ def command(
     namespace: str | None,
     context: str | None,
     kubeconfig: str | None,
+    time_limit: float,
+    solver: str,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import KubernetesAdapter, default_instance
@@ -58,7 +76,12 @@ def command(
     except (InputError, KubeConfigError) as exc:
         raise click.ClickException(str(exc)) from None
     metrics = Metrics()
-    config = BinderConfig(enforce=enforce, namespace=namespace)  # type: ignore[arg-type]
+    config = BinderConfig(
+        enforce=enforce,  # type: ignore[arg-type]
+        namespace=namespace,
+        solver=solver,  # type: ignore[arg-type]
+        time_limit=time_limit,
+    )
     binder = Binder(KubernetesAdapter(client), policy, config, metrics)
     stop = threading.Event()
 
@@ -68,6 +91,15 @@ def command(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     leading = threading.Event()
+
+    def started_leading() -> None:
+        leading.set()
+        metrics.leader.set(1)
+
+    def stopped_leading() -> None:
+        leading.clear()
+        metrics.leader.set(0)
+
     if leader_elect:
         threading.Thread(
             target=run_with_leader_election,
@@ -76,15 +108,15 @@ def command(
                 lease_namespace,
                 lease_name,
                 default_instance(),
-                leading.set,
-                leading.clear,
+                started_leading,
+                stopped_leading,
                 stop,
             ),
             name="leader-election",
             daemon=True,
         ).start()
     else:
-        leading.set()
+        started_leading()
     with MetricsServer(metrics, port=metrics_port) as server:
         server.set_ready(True)
         binder.run(stop, leading=leading.is_set)

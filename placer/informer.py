@@ -8,7 +8,7 @@ recorded at once so the next decision counts it before the watch echoes it back.
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
@@ -39,14 +39,17 @@ class ClusterCache:
         self.pods: dict[PodKey, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = []
         self.version: str | None = None
+        self.node_version: str | None = None
         self.synced = False
+        self.generation = 0
+        """Bumped on every change, so a reader can tell nothing moved since it last looked."""
         self._assumed: dict[PodKey, tuple[str, str]] = {}
         """Pods we bound, by (uid, node), until the watch shows the binding: kube-scheduler's
         "assumed pods". An older event arriving late must not make a bound pod look pending."""
 
     def resync(self) -> None:
         """List everything again; the watch resumes from the list's resourceVersion."""
-        nodes = self.adapter.list_nodes()
+        nodes, node_version = self.adapter.list_nodes_with_version()
         pods, version = self.adapter.list_pods_with_version(namespace=self.namespace)
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         with self._lock:
@@ -54,7 +57,9 @@ class ClusterCache:
             self.pods = {pod_key_of(p): p for p in pods}
             self.statefulsets = statefulsets
             self.version = version
+            self.node_version = node_version
             self.synced = True
+            self.generation += 1
             self._assumed.clear()
         log.info(
             "cache resynced: nodes=%d pods=%d statefulsets=%d version=%s",
@@ -66,16 +71,58 @@ class ClusterCache:
 
     def refresh_nodes(self) -> None:
         """A fresh node list: a node can vanish between a solve and its bindings."""
-        nodes = self.adapter.list_nodes()
+        listed, version = self.adapter.list_nodes_with_version()
+        nodes = {n["metadata"]["name"]: n for n in listed}
         with self._lock:
-            self.nodes = {n["metadata"]["name"]: n for n in nodes}
+            if _versions(nodes) != _versions(self.nodes):
+                self.generation += 1
+            self.nodes = nodes
+            self.node_version = version
+
+    def poll_nodes(self, timeout_seconds: int = 60) -> int:
+        """Apply node changes since the last version, like ``poll`` for pods.
+
+        Following the node watch keeps 5,000 nodes current for the price of their changes;
+        listing them before every batch would cost the API server a full list each time.
+        """
+        if not self.synced:
+            self.resync()
+        try:
+            count = 0
+            for event in self.adapter.watch_nodes(
+                resource_version=self.node_version, timeout_seconds=timeout_seconds
+            ):
+                self.apply_node(event)
+                count += 1
+            return count
+        except WatchExpired:
+            log.info("node watch expired at version %s: listing nodes again", self.node_version)
+            self.refresh_nodes()
+            return 1
+
+    def apply_node(self, event: WatchEvent) -> None:
+        node = event.object
+        with self._lock:
+            if event.type != "BOOKMARK" and node.get("kind", "Node") == "Node":
+                name = str((node.get("metadata") or {}).get("name", ""))
+                current = self.nodes.get(name)
+                if event.type == "DELETED":
+                    if self.nodes.pop(name, None) is not None:
+                        self.generation += 1
+                elif current is None or _version(node) >= _version(current):
+                    self.nodes[name] = node
+                    if current is None or _placement_view(node) != _placement_view(current):
+                        self.generation += 1  # heartbeats alone change nothing we decide on
+            self.node_version = event.resource_version or self.node_version
 
     def refresh_statefulsets(self) -> None:
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         with self._lock:
+            if [_version(s) for s in statefulsets] != [_version(s) for s in self.statefulsets]:
+                self.generation += 1
             self.statefulsets = statefulsets
 
-    def poll(self, timeout_seconds: int = 60) -> int:
+    def poll(self, timeout_seconds: int = 60, on_event: Callable[[], None] | None = None) -> int:
         """Apply the pod changes since the last version; returns how many arrived.
 
         Blocks for up to ``timeout_seconds`` against a real API server; a 410 (version too
@@ -92,6 +139,8 @@ class ClusterCache:
             ):
                 self.apply(event)
                 count += 1
+                if on_event is not None:
+                    on_event()  # wake the decision loop now, not when the watch ends
             return count
         except WatchExpired:
             log.info("watch expired at version %s: resyncing", self.version)
@@ -112,10 +161,12 @@ class ClusterCache:
                 if current is None or _same_pod(current, obj):
                     self.pods.pop(key, None)
                     self._assumed.pop(key, None)
+                    self.generation += 1
             elif (
                 current is None or _version(obj) >= _version(current) or not _same_pod(current, obj)
             ):
                 self.pods[key] = self._with_assumption(key, obj)
+                self.generation += 1
             self.version = event.resource_version or self.version
 
     def _with_assumption(self, key: PodKey, pod: dict[str, Any]) -> dict[str, Any]:
@@ -138,11 +189,13 @@ class ClusterCache:
             current = self.pods.get(key)
             if current is None or _version(pod) >= _version(current) or not _same_pod(current, pod):
                 self.pods[key] = self._with_assumption(key, pod)
+                self.generation += 1
 
     def forget_pod(self, key: PodKey) -> None:
         with self._lock:
             self.pods.pop(key, None)
             self._assumed.pop(key, None)
+            self.generation += 1
 
     def note_bound(self, key: PodKey, node: str) -> None:
         """The server accepted our binding; count the pod on its node until the watch says so."""
@@ -152,11 +205,31 @@ class ClusterCache:
                 uid = str((pod.get("metadata") or {}).get("uid") or "")
                 self._assumed[key] = (uid, node)
                 self.pods[key] = self._with_assumption(key, pod)
+                self.generation += 1
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""
         with self._lock:
             return list(self.nodes.values()), list(self.pods.values()), list(self.statefulsets)
+
+
+def _placement_view(node: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The parts of a node a placement depends on: what a heartbeat never changes."""
+    meta, spec, status = (node.get(k) or {} for k in ("metadata", "spec", "status"))
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return (
+        meta.get("labels"),
+        meta.get("deletionTimestamp"),
+        spec.get("taints"),
+        spec.get("unschedulable"),
+        status.get("allocatable"),
+        status.get("capacity"),
+        ready,
+    )
+
+
+def _versions(nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    return {name: _version(node) for name, node in nodes.items()}
 
 
 def _same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

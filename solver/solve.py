@@ -174,8 +174,9 @@ def _solve_once(
     gap = options.relative_gap if options.relative_gap is not None else policy.relative_gap
     if gap:
         params.relative_gap_limit = gap
-    if len(pm.n) > LARGE_MODEL:
+    if len(pm.n) > LARGE_MODEL or (problem.pruned and seed is not None):
         # Presolve would eat the whole budget on large models; search does better with the time.
+        # A narrowed batch starts from a complete hint, so it too gains more from search.
         params.symmetry_level = 0
         params.cp_model_probing_level = 0
         params.max_presolve_iterations = 1
@@ -231,6 +232,10 @@ def _solve_narrowed(
     if narrowed is None:
         return None, False
     solved = _solve_once(narrowed, options, {}, seed)
+    if solved.status == "UNKNOWN" and seed is not None and _places_all(problem, seed):
+        # Out of time on the small model: the full one would not do better in less. The seed
+        # places everything, so it stands (as it would after any solve that finds nothing).
+        return solved, True
     if (
         solved.status not in ("OPTIMAL", "FEASIBLE")
         or solved.unplaced_count
@@ -238,6 +243,10 @@ def _solve_narrowed(
     ):
         return None, True
     return solved, True
+
+
+def _places_all(problem: Problem, placement: Placement) -> bool:
+    return all(m.key in placement.node for g in problem.groups for m in g.members)
 
 
 @contextmanager

@@ -88,3 +88,16 @@ def test_only_the_ready_shards_of_a_batch_are_bound() -> None:
     assert len(report.bound) == 3 and len(fake.binds) == 3
     bound_shards = {shard_of[key] for key, _ in fake.binds}
     assert waiting not in bound_shards
+
+
+def test_a_pod_just_bound_counts_on_its_node_before_the_watch_says_so() -> None:
+    """The binding's watch event may lag; the next decision must still see the pod placed."""
+    fake = _fake(shards=2)
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    binder.step(now=1000.0)
+    report = binder.step(now=1001.5)
+    assert len(report.bound) == 6
+    snapshot, ours, _ = binder._read(now=1002.0)  # no poll: the cache only assumed the binds
+    assert ours == {}
+    placed = {m.key: m.pod.node_name for m in snapshot.members}
+    assert placed == dict(report.bound)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client import ApiClient, Configuration
 from pytest_httpserver import HTTPServer
 from werkzeug import Request
@@ -762,3 +763,34 @@ def test_adapter_output_feeds_the_snapshot_parser(
     assert len(snapshot.pending) == 2
     assert {m.shard_size for m in snapshot.members} == {2}  # from the StatefulSet's replicas
     assert not [i for i in snapshot.issues if i.severity != "warning"]
+
+
+def test_audit_of_a_live_cluster_that_refuses_the_list_is_one_clear_line(
+    httpserver: HTTPServer, tmp_path: Path
+) -> None:
+    """RBAC missing (403): the user reads which request failed and why, not a traceback."""
+    from click.testing import CliRunner
+
+    from placer.cli import main
+
+    httpserver.expect_request("/api/v1/nodes").respond_with_json(
+        {"kind": "Status", "code": 403, "message": 'nodes is forbidden: User "x" cannot list'},
+        status=403,
+    )
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": httpserver.url_for("/")}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    result = CliRunner().invoke(main, ["audit", "--kubeconfig", str(kubeconfig)])
+    assert result.exit_code == 2, result.output
+    assert "cannot read the cluster: list nodes: HTTP 403" in result.output
+    assert "forbidden" in result.output and "Traceback" not in result.output

@@ -230,6 +230,15 @@ class KubeAdapter(Protocol):
         timeout_seconds: int = 300,
     ) -> Iterator[WatchEvent]: ...
 
+    def list_nodes_with_version(self) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch_nodes(
+        self,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]: ...
+
     def list_statefulsets(
         self, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict[str, Any]]: ...
@@ -246,6 +255,7 @@ class KubeAdapter(Protocol):
         gate: str,
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> PatchResult: ...
 
     def record_event(
@@ -391,6 +401,10 @@ class KubernetesAdapter:
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self._list("list nodes", "Node", None, label_selector, None)[0]
+
+    def list_nodes_with_version(self) -> tuple[list[dict[str, Any]], str]:
+        """Nodes and the list's resourceVersion, the point a node watch starts from."""
+        return self._list("list nodes", "Node", None, None, None)
 
     def list_pods(
         self,
@@ -553,6 +567,7 @@ class KubernetesAdapter:
         gate: str,
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> PatchResult:
         """Pin a gated pod to ``node`` (required node affinity) and lift ``gate``, in one patch.
 
@@ -580,7 +595,7 @@ class KubernetesAdapter:
             return PatchResult(
                 PatchOutcome.NOT_GATED, 0, f"pod {where} has no scheduling gate {gate!r}", dict(pod)
             )
-        body = build_pin_patch(pod, node, gate, resource_version)
+        body = build_pin_patch(pod, node, gate, resource_version, labels)
         return self._merge_patch(namespace, name, body, f"pinned to {node}")
 
     def _merge_patch(

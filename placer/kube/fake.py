@@ -5,6 +5,7 @@ bumps resourceVersions so stale pins conflict, applies the very merge patch the 
 sends, and records events and evictions, so decision logic is tested without a cluster.
 """
 
+import bisect
 import copy
 import itertools
 import threading
@@ -31,6 +32,10 @@ from placer.kube.objects import (
 )
 
 Key = tuple[str, str]
+
+
+def _first(entry: tuple[int, WatchEvent]) -> int:
+    return entry[0]
 
 
 def _selector_matches(labels: Mapping[str, str], selector: str | None) -> bool:
@@ -75,6 +80,7 @@ class FakeKubeAdapter:
         self.evicted: list[Key] = []
         self.binds: list[tuple[Key, str]] = []
         self.log: list[tuple[int, WatchEvent]] = []
+        self.node_log: list[tuple[int, WatchEvent]] = []
         self.evict_blocked = evict_blocked
         for node in nodes or []:
             self.add_node(node)
@@ -98,7 +104,27 @@ class FakeKubeAdapter:
         with self._lock:
             node = self._stamp(copy.deepcopy(node), "Node")
             self.nodes[node["metadata"]["name"]] = node
+            self._record_node("ADDED", node)
             return copy.deepcopy(node)
+
+    def update_node(self, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """Change a node in place (cordon it, relabel it) as the API server would record it."""
+        with self._lock:
+            node = self.nodes[name]
+            change(node)
+            self._stamp(node, "Node")
+            self._record_node("MODIFIED", node)
+
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            node = self.nodes.pop(name, None)
+            if node is not None:
+                self._stamp(node, "Node")
+                self._record_node("DELETED", node)
+
+    def _record_node(self, type_: str, node: dict[str, Any]) -> None:
+        version = int(node["metadata"]["resourceVersion"])
+        self.node_log.append((version, WatchEvent(type_, copy.deepcopy(node))))
 
     def add_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -133,6 +159,28 @@ class FakeKubeAdapter:
                 if _selector_matches((n["metadata"].get("labels") or {}), label_selector)
             ]
 
+    def list_nodes_with_version(self) -> tuple[list[dict[str, Any]], str]:
+        with self._lock:
+            return self.list_nodes(), str(self._current_version())
+
+    def _current_version(self) -> int:
+        return max([v for v, _ in self.log[-1:] + self.node_log[-1:]], default=0)
+
+    def watch_nodes(
+        self,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Replays recorded node changes after ``resource_version``, then ends."""
+        after = int(resource_version or 0)
+        with self._lock:
+            start = bisect.bisect_right(self.node_log, after, key=_first)
+            events = [e for _, e in self.node_log[start:]]
+        for event in events:
+            if _selector_matches(event.object["metadata"].get("labels") or {}, label_selector):
+                yield event
+
     def list_pods(
         self,
         namespace: str | None = None,
@@ -156,7 +204,7 @@ class FakeKubeAdapter:
                 if (namespace is None or ns == namespace)
                 and _selector_matches(p["metadata"].get("labels") or {}, label_selector)
             ]
-            return pods, str(max([v for v, _ in self.log], default=0))
+            return pods, str(self._current_version())
 
     def watch_pods(
         self,
@@ -169,7 +217,7 @@ class FakeKubeAdapter:
         """Replays recorded changes after ``resource_version``, then ends (a watch timeout)."""
         after = int(resource_version or 0)
         with self._lock:
-            events = [e for v, e in self.log if v > after]
+            events = [e for _, e in self.log[bisect.bisect_right(self.log, after, key=_first) :]]
         for event in events:
             meta = event.object["metadata"]
             if namespace and meta.get("namespace") != namespace:
@@ -226,6 +274,7 @@ class FakeKubeAdapter:
         gate: str,
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> PatchResult:
         with self._lock:
             stored = self.pods.get((namespace, name))
@@ -235,7 +284,7 @@ class FakeKubeAdapter:
                 return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
             if gate not in gate_names(stored):
                 return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
-            patch = build_pin_patch(stored, node, gate, resource_version)
+            patch = build_pin_patch(stored, node, gate, resource_version, labels)
             patched = apply_merge_patch(copy.deepcopy(stored), patch)
             return PatchResult(
                 PatchOutcome.PATCHED,

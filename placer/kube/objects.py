@@ -70,19 +70,27 @@ def pinned_terms(pod: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
 
 
 def build_pin_patch(
-    pod: Mapping[str, Any], node: str, gate: str, resource_version: str
+    pod: Mapping[str, Any],
+    node: str,
+    gate: str,
+    resource_version: str,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A JSON merge patch that pins ``pod`` to ``node`` and removes ``gate`` in one write.
 
     Merge patch replaces lists whole, which is what we want: the terms and the remaining gates
     are computed from the object at ``resource_version``, and carrying that resourceVersion in
-    the patch makes the server answer 409 if the pod changed meanwhile.
+    the patch makes the server answer 409 if the pod changed meanwhile. ``labels`` (the role
+    the plan gave the pod) ride in the same write, so a pin never lands without its role.
     """
     remaining = [
         g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != gate
     ]
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if labels:
+        metadata["labels"] = dict(labels)
     return {
-        "metadata": {"resourceVersion": resource_version},
+        "metadata": metadata,
         "spec": {
             "affinity": {
                 "nodeAffinity": {
