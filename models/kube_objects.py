@@ -290,6 +290,9 @@ class ParseCache:
     """
 
     def __init__(self) -> None:
+        self._seen: dict[int, tuple[Mapping[str, Any], Pod]] = {}
+        """By object identity, holding the object so its id cannot be reused: the binder
+        hands in the very same dicts batch after batch, and this skips even the key."""
         self.pods: dict[tuple[str, str], Pod] = {}
         self.nodes: dict[tuple[str, str], tuple[Node, tuple[Issue, ...]]] = {}
         self.members: dict[tuple[str, str, str, str, Role | None, int | None], Member] = {}
@@ -308,6 +311,15 @@ class ParseCache:
         return (name, f"{version}@{node}" if node else str(version))
 
     def pod(self, obj: Mapping[str, Any]) -> Pod:
+        seen = self._seen.get(id(obj))
+        if seen is not None and seen[0] is obj:
+            return seen[1]
+        pod = self._pod(obj)
+        if obj.get("metadata", {}).get("resourceVersion"):
+            self._seen[id(obj)] = (obj, pod)
+        return pod
+
+    def _pod(self, obj: Mapping[str, Any]) -> Pod:
         key = self.key(obj)
         if key is None:
             return cast(Pod, _parsed(parse_pod, obj))
@@ -343,9 +355,14 @@ class ParseCache:
             )
         return member
 
+    @property
+    def size(self) -> int:
+        return max(len(self.pods), len(self._seen), len(self.members))
+
     def forget_except(self, live: set[tuple[str, str]]) -> None:
         """Drop entries of objects that changed or went away, so the cache stays bounded."""
         self.pods = {k: v for k, v in self.pods.items() if k in live}
+        self._seen = {i: seen for i, seen in self._seen.items() if self.key(seen[0]) in live}
         self.nodes = {k: v for k, v in self.nodes.items() if k in live}
         self.members = {k: v for k, v in self.members.items() if k[:2] in live}
 

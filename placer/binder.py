@@ -298,7 +298,7 @@ class Binder:
         for key in [k for k in self._first_seen if k not in raw]:
             self._first_seen.pop(key, None)
             self._announced.pop(key, None)
-        if len(self.parse_cache.pods) > 4 * (len(self.cache.pods) + 1000):
+        if self.parse_cache.size > 4 * (len(self.cache.pods) + 1000):
             live = {
                 k
                 for k in map(
@@ -364,7 +364,11 @@ class Binder:
             plan.bound,
         )
         by_key = {f"{k[0]}/{k[1]}": k for k in ours}
-        summary = _plan_summary(plan, seconds)
+        summary = (
+            _plan_summary(plan, seconds)
+            if self.config.solver == "cp-sat"
+            else f"batch placed by the greedy baseline in {seconds:.2f}s"
+        )
         if not self.follow_nodes:
             self.cache.refresh_nodes()
             self._nodes_read_at = now

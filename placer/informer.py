@@ -6,6 +6,7 @@ watch, after regaining leadership). What the binder itself just wrote (a binding
 recorded at once so the next decision counts it before the watch echoes it back.
 """
 
+import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -61,6 +62,10 @@ class ClusterCache:
             self.synced = True
             self.generation += 1
             self._assumed.clear()
+        # The listed objects live until the next resync: move them out of the collector's
+        # sight, or every full collection walks 15,000 pods to free nothing.
+        gc.collect()
+        gc.freeze()
         log.info(
             "cache resynced: nodes=%d pods=%d statefulsets=%d version=%s",
             len(nodes),

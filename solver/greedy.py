@@ -71,20 +71,26 @@ class _Cluster:
                 if shard in placing:
                     self.hosts_of_shard[shard].add(node.host)
         self.free = _Room(nodes, used)
+        # Per rack, nodes by free memory: every node for replicas, and for masters only the
+        # nodes below the master cap, so a master does not wade through every node that has one.
         self.racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+        self.master_racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
         self.rack_zone: dict[str, str] = {}
         for n in snapshot.nodes:
             if node_accepts_new_pods(n):
                 total = used.get(n.name)
                 free_memory = n.allocatable.memory - (total[1] if total else 0)
                 self.racks[n.rack].append((-free_memory, n.name, 0))
+                if self.masters[n.name] < self.cap:
+                    self.master_racks[n.rack].append((-free_memory, n.name, 0))
                 self.rack_zone[n.rack] = n.zone or ""
-        for heap in self.racks.values():
-            heapq.heapify(heap)
+        for heaps in (self.racks, self.master_racks):
+            for heap in heaps.values():
+                heapq.heapify(heap)
 
     def best_in_rack(self, rack: str, member: Member, role: Role) -> Node | None:
         """The node with the most free memory in the rack that passes the filter."""
-        heap = self.racks[rack]
+        heap = (self.master_racks if role is Role.MASTER else self.racks)[rack]
         skipped: list[tuple[int, str, int]] = []
         found: Node | None = None
         while heap:
@@ -118,10 +124,10 @@ class _Cluster:
         if role is Role.MASTER:
             self.masters[node.name] += 1
         self.version[node.name] += 1
-        heapq.heappush(
-            self.racks[node.rack],
-            (-self.free[node.name].memory, node.name, self.version[node.name]),
-        )
+        entry = (-self.free[node.name].memory, node.name, self.version[node.name])
+        heapq.heappush(self.racks[node.rack], entry)
+        if self.masters[node.name] < self.cap:
+            heapq.heappush(self.master_racks[node.rack], entry)
 
 
 def greedy_placement(snapshot: Snapshot, policy: Policy) -> Placement:

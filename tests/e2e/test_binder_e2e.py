@@ -404,6 +404,10 @@ def test_gate_mode_pins_and_ungates_the_cluster_soundly(
         (event,) = events
         assert f"Successfully assigned {namespace}/{name} to {pins[name]}:" in event["message"]
     roles = roles_from_events(scheduled)
+    labelled = {
+        name: pod["metadata"]["labels"].get(POLICY.labels.role) for name, pod in pods.items()
+    }
+    assert labelled == roles  # written in the pin's own patch
     snapshot, violations = audit_placement(
         kube_adapter.list_nodes(label_selector=f"{RUN_LABEL}={run_id}"),
         kube_adapter.list_pods(namespace),
