@@ -174,9 +174,8 @@ def _solve_once(
     gap = options.relative_gap if options.relative_gap is not None else policy.relative_gap
     if gap:
         params.relative_gap_limit = gap
-    if len(pm.n) > LARGE_MODEL or (problem.pruned and seed is not None):
+    if len(pm.n) > LARGE_MODEL:
         # Presolve would eat the whole budget on large models; search does better with the time.
-        # A narrowed batch starts from a complete hint, so it too gains more from search.
         params.symmetry_level = 0
         params.cp_model_probing_level = 0
         params.max_presolve_iterations = 1

@@ -118,6 +118,31 @@ def test_a_narrowed_model_that_cannot_place_falls_back_to_the_full_one(
     assert not [v for v in plan.hard_violations if set(v.pods) & new_pods]
 
 
+def test_a_narrowed_model_out_of_time_keeps_the_seed_without_the_full_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The full model is bigger: when the small one found nothing in time, neither would it."""
+    solved: list[bool] = []
+    real = solve_module._solve_once
+
+    def out_of_time(
+        problem: Problem, options: SolveOptions, strengths: dict[str, str], seed: object
+    ) -> object:
+        solved.append(problem.pruned)
+        result = real(problem, options, strengths, seed)  # type: ignore[arg-type]
+        return solve_module._Solved("UNKNOWN", solve_module.Placement(), 0.0, 0.0, 0, result.big)
+
+    monkeypatch.setattr(solve_module, "_solve_once", out_of_time)
+    policy = Policy()
+    snap = running_cluster(policy, pending=2)
+    plan = solve(snap, policy, "place", OPTS)
+    assert solved == [True], "only the narrowed model is solved"
+    seed = _seed_placement(build_problem(snap, policy, "place"))
+    placed = {a.pod: a.node for a in plan.assignments if a.action == "place"}
+    assert len(placed) == 6 and placed == {k: seed.node[k] for k in placed}
+    assert plan.status == "UNKNOWN" and not plan.unplaced
+
+
 def test_narrowing_can_be_turned_off_and_skips_rebalance() -> None:
     policy = Policy()
     snap = running_cluster(policy)
