@@ -101,3 +101,37 @@ def test_a_pod_just_bound_counts_on_its_node_before_the_watch_says_so() -> None:
     assert ours == {}
     placed = {m.key: m.pod.node_name for m in snapshot.members}
     assert placed == dict(report.bound)
+
+
+class _Recording:
+    """The fake adapter, noting which adapter methods the binder calls."""
+
+    def __init__(self, inner: FakeKubeAdapter) -> None:
+        self.inner = inner
+        self.calls: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.add(name)
+        return getattr(self.inner, name)
+
+
+def test_the_binder_calls_only_what_its_rbac_table_grants() -> None:
+    """deploy/ RBAC is checked against COMPONENT_CALLS; this checks the table against the code."""
+    from placer.kube.adapter import COMPONENT_CALLS
+
+    for enforce in ("bind", "gate"):
+        fake = _fake(shards=2)
+        for pod in fake.pods.values():
+            pod["metadata"]["labels"].pop("redis-role", None)  # the binder writes the roles
+            if enforce == "gate":
+                pod["spec"]["schedulingGates"] = [{"name": "redis-placer.io/placement"}]
+                pod["spec"]["schedulerName"] = "default-scheduler"
+        recording = _Recording(fake)
+        binder = Binder(recording, Policy(), BinderConfig(enforce=enforce))
+        binder.step(now=1000.0)
+        binder.cache.poll_nodes(0)
+        assert len(binder.step(now=1001.5).bound) == 6, enforce
+        binder.cache.poll(0)
+        assert recording.calls, enforce
+        allowed = set(COMPONENT_CALLS["binder"])
+        assert recording.calls <= allowed, (enforce, recording.calls - allowed)

@@ -59,6 +59,8 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "list_nodes": (Permission("", "nodes", "list"),),
     "watch_nodes": (Permission("", "nodes", "watch"),),
     "list_pods": (Permission("", "pods", "list"),),
+    "list_nodes_with_version": (Permission("", "nodes", "list"),),
+    "list_pods_with_version": (Permission("", "pods", "list"),),
     "watch_pods": (Permission("", "pods", "watch"),),
     "list_statefulsets": (Permission("apps", "statefulsets", "list"),),
     "get_pod": (Permission("", "pods", "get"),),
@@ -84,13 +86,16 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
 COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
     "binder": {
         "list_nodes": "cluster",
+        "list_nodes_with_version": "cluster",
         "watch_nodes": "cluster",
         "list_pods": "cluster",
+        "list_pods_with_version": "cluster",
         "watch_pods": "cluster",
         "list_statefulsets": "cluster",  # shard size when pods lack the annotation
         "get_pod": "cluster",
         "bind_pod": "cluster",
         "pin_and_ungate": "cluster",
+        "patch_pod_labels": "cluster",  # the role the plan chose, before a Binding
         "record_event": "cluster",
         "leader_election": "namespace",
     },
