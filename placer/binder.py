@@ -223,7 +223,7 @@ class Binder:
         for shard in ready:
             self._note_decision(members_by_shard[shard], raw, "allow", "")
         self._solve_and_enforce(snapshot, set(ready), ours, raw, now, report)
-        wake.extend(not_before - now for _, not_before in self._retry.values())
+        wake.extend(t - now for _, t in self._retry.values() if t > now)  # past ones: no spin
         report.next_step_in = 0.0 if report.failed else max(0.0, min(wake))
         return report
 

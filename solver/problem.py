@@ -123,8 +123,13 @@ def _constraint_signature(pod: Pod) -> tuple[object, ...]:
 
 
 def build_problem(
-    snapshot: Snapshot, policy: Policy, mode: Mode, max_variables: int = DEFAULT_MAX_VARIABLES
+    snapshot: Snapshot,
+    policy: Policy,
+    mode: Mode,
+    max_variables: int | None = DEFAULT_MAX_VARIABLES,
 ) -> Problem:
+    """The classes, groups and shards of one solve; ``max_variables=None`` leaves candidates
+    unlimited (see ``limit_candidates``), for a caller that narrows them its own way first."""
     nodes = snapshot.node_by_name
     movable: list[Member] = []
     fixed: list[tuple[Member, Node | None]] = []
@@ -284,7 +289,7 @@ def build_problem(
         if shard.fixed_master is not None:
             shard.master_possible = True
 
-    pruned = _limit_candidates(groups, classes, max_variables)
+    pruned = max_variables is not None and _limit_candidates(groups, classes, max_variables)
     return Problem(
         pruned=pruned,
         snapshot=snapshot,
@@ -313,6 +318,13 @@ def _allowed_roles(member: Member, shard: Shard, mode: Mode) -> tuple[Role, ...]
     if shard.current_master is not None:
         return (Role.REPLICA,)
     return (Role.MASTER, Role.REPLICA)
+
+
+def limit_candidates(problem: Problem, max_variables: int = DEFAULT_MAX_VARIABLES) -> Problem:
+    """``problem`` with its candidates limited as ``build_problem`` limits them by default."""
+    groups = [replace(g, candidates=list(g.candidates)) for g in problem.groups]
+    pruned = _limit_candidates(groups, problem.classes, max_variables)
+    return replace(problem, groups=groups, pruned=problem.pruned or pruned)
 
 
 def _limit_candidates(groups: list[Group], classes: list[NodeClass], max_variables: int) -> bool:

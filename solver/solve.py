@@ -19,7 +19,7 @@ from solver.cpmodel import RELAXED_WEIGHT, PlacementModel, build_variables
 from solver.explain import explain_conflict, filter_summary
 from solver.greedy import greedy_placement
 from solver.placement import Placement, to_plan
-from solver.problem import Problem, build_problem, narrow_for_batch
+from solver.problem import Problem, build_problem, limit_candidates, narrow_for_batch
 from solver.rules import RULES
 
 Progress = Callable[[float, float, float], None]
@@ -277,10 +277,12 @@ def solve(
 def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions | None) -> Plan:
     options = options or SolveOptions()
     start = time.monotonic()
-    problem = build_problem(snapshot, policy, mode)
+    # Candidates are limited for the full model only: a batch that narrows never needs it.
+    problem = build_problem(snapshot, policy, mode, max_variables=None)
     seed = _seed_placement(problem) if options.hint else None
     solved, attempted = _solve_narrowed(problem, options, seed)
     if solved is None:
+        problem = limit_candidates(problem)
         if attempted:
             # The narrowed attempt fell short: the full model gets what is left of the budget.
             limit = options.time_limit or policy.solver.time_limit_seconds
