@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 Enforce = Literal["bind", "gate"]
 PLACEMENT_GATE = "redis-placer.io/placement"
-DEFAULT_BINDER_TIME_LIMIT = 3.0
+DEFAULT_BINDER_TIME_LIMIT = 5.0
 """Per-batch solve budget of ``redis-placer binder`` (docs/benchmarks.md has the trade-off)."""
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
