@@ -135,3 +135,27 @@ def test_the_binder_calls_only_what_its_rbac_table_grants() -> None:
         assert recording.calls, enforce
         allowed = set(COMPONENT_CALLS["binder"])
         assert recording.calls <= allowed, (enforce, recording.calls - allowed)
+
+
+def test_an_expired_backoff_of_a_waiting_shard_does_not_spin_the_loop() -> None:
+    """A shard that failed, then lost a member, waits for it: the loop sleeps, not spins."""
+    from placer.kube.adapter import BindOutcome, BindResult
+
+    fake = _fake(shards=2)
+    _sized(fake, 3)
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    bind = fake.bind_pod
+    refuse = lambda *_: BindResult(BindOutcome.ERROR, 500, "etcdserver: timeout")  # noqa: E731
+    fake.bind_pod = refuse  # type: ignore[method-assign]
+    binder.step(now=1000.0)
+    failed = binder.step(now=1001.5)
+    assert failed.failed and failed.next_step_in == 0.0 and len(binder._retry) == 2
+    key = next(k for k, p in fake.pods.items() if p["metadata"]["labels"].get("redis-shard"))
+    fake.delete_pod(*key)
+    fake.bind_pod = bind  # type: ignore[method-assign]
+    binder.cache.poll(0)
+    binder.step(now=1010.0)  # the other shard opens a batch window
+    solved = binder.step(now=1011.5)
+    assert sorted(d.decision for d in solved.decisions) == ["allow", "wait"]
+    assert len(solved.bound) == 3 and not solved.failed
+    assert solved.next_step_in > 1.0  # the waiting shard's expired backoff is no reason to wake
