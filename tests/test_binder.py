@@ -159,3 +159,33 @@ def test_an_expired_backoff_of_a_waiting_shard_does_not_spin_the_loop() -> None:
     assert sorted(d.decision for d in solved.decisions) == ["allow", "wait"]
     assert len(solved.bound) == 3 and not solved.failed
     assert solved.next_step_in > 1.0  # the waiting shard's expired backoff is no reason to wake
+
+
+def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly() -> None:
+    """The real loop: watch threads wake it on new pods, and a stop ends it within a second."""
+    import threading
+    import time
+
+    fake = _fake(shards=2)
+    later = [p for p in fake.pods.values() if p["metadata"]["labels"].get("redis-shard") == "1"]
+    for pod in later:
+        fake.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    stop = threading.Event()
+    loop = threading.Thread(target=binder.run, args=(stop,), daemon=True)
+    loop.start()
+    deadline = time.monotonic() + 20
+    while len(fake.binds) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(fake.binds) == 3
+    for pod in later:
+        pod["metadata"].pop("resourceVersion", None)
+        fake.add_pod(pod)
+    while len(fake.binds) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(fake.binds) == 6 and len({key for key, _ in fake.binds}) == 6
+    stopped_at = time.monotonic()
+    stop.set()
+    loop.join(timeout=5)
+    assert not loop.is_alive() and time.monotonic() - stopped_at < 3
+    assert binder.follow_nodes is False
