@@ -111,8 +111,9 @@ def main() -> None:
     parser.add_argument("--batch-shards", type=int, default=100)
     parser.add_argument("--solvers", default="cp-sat,greedy")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_BINDER_TIME_LIMIT)
+    parser.add_argument("--workers", type=int, default=0, help="policy solver.workers")
     args = parser.parse_args()
-    policy = Policy()
+    policy = Policy.model_validate({"solver": {"workers": args.workers}})
     results = []
     for solver in args.solvers.split(","):
         gc.collect()

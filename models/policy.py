@@ -58,6 +58,7 @@ class Weights(Wire):
 class SolverOptions(Wire):
     time_limit_seconds: float = Field(default=10.0, gt=0)
     workers: int = Field(default=0, ge=0)
+    """CP-SAT search workers; 0 is one per core, and at least 4 (its portfolio needs several)."""
     relative_gap: float = Field(default=0.0, ge=0, lt=1)
 
 

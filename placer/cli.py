@@ -143,7 +143,7 @@ def main() -> None:
     "--workers",
     type=click.IntRange(min=0),
     default=None,
-    help="CP-SAT search workers (0 = one per core).",
+    help="CP-SAT search workers (0 = one per core, at least 4).",
 )
 def plan(
     file: str | None,
