@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from models.cluster import Role
 from models.errors import InputError
 from models.plan import Plan
 from models.policy import Policy
@@ -33,24 +34,58 @@ if TYPE_CHECKING:  # Redis is imported only when a run talks to it
     from placer.redis_roles import RoleMismatch, RoleReading
 
 
-def change_list(plan: Plan) -> list[dict[str, str]]:
-    """The changes, cheapest first: failovers (no data moves), then pod moves."""
+def change_list(plan: Plan, snapshot: Snapshot | None = None) -> list[dict[str, str]]:
+    """The changes, cheapest first: failovers (no data moves), then pod moves.
+
+    A running master is never evicted as it stands: evicting it stops writes to its slots until
+    Redis notices and promotes a replica. When the plan moves one (with ``snapshot``, which says
+    who is master now), a failover to a replica that stays put comes first, and the move carries
+    ``"afterFailover"`` so that a cut in the change list never keeps the move without it.
+    """
     changes = [
         {"kind": "failover", "shard": f"{f.cluster}/{f.shard}", "from": f.from_, "to": f.to}
         for f in plan.failovers
     ]
-    changes += [
-        {
+    moves = [a for a in plan.assignments if a.action == "move"]
+    moving = {a.pod for a in moves}
+    members = {m.key: m for m in snapshot.members} if snapshot is not None else {}
+    failing_over = {c["from"] for c in changes}
+    guarded: list[dict[str, str]] = []
+    for a in moves:
+        move = {
             "kind": "move",
             "shard": f"{a.cluster}/{a.shard}",
             "pod": a.pod,
             "from": a.from_node or "",
             "to": a.node or "",
         }
-        for a in plan.assignments
-        if a.action == "move"
-    ]
-    return changes
+        member = members.get(a.pod)
+        if member is not None and member.role is Role.MASTER and not member.pod.pending:
+            if a.pod not in failing_over:
+                stay = _staying_replica(snapshot, member.shard_key, moving)  # type: ignore[arg-type]
+                if stay is not None:
+                    guarded.append(
+                        {"kind": "failover", "shard": move["shard"], "from": a.pod, "to": stay}
+                    )
+                    failing_over.add(a.pod)
+            if a.pod in failing_over:
+                move["afterFailover"] = a.pod
+        changes.append(move)
+    failovers = [c for c in changes if c["kind"] == "failover"] + guarded
+    return failovers + [c for c in changes if c["kind"] == "move"]
+
+
+def _staying_replica(snapshot: Snapshot, shard_key: str, moving: set[str]) -> str | None:
+    """A running replica of the shard that this plan leaves where it is: the one to promote."""
+    candidates = sorted(
+        m.key
+        for m in snapshot.shards.get(shard_key, [])
+        if m.role is Role.REPLICA
+        and not m.pod.pending
+        and not m.pod.deleting
+        and m.key not in moving
+    )
+    return candidates[0] if candidates else None
 
 
 def _limit(
@@ -59,7 +94,10 @@ def _limit(
     failovers = [c for c in changes if c["kind"] == "failover"][
         : max_failovers if max_failovers is not None else None
     ]
-    moves = [c for c in changes if c["kind"] == "move"][:max_moves]
+    kept = {c["from"] for c in failovers}
+    moves = [
+        c for c in changes if c["kind"] == "move" and c.get("afterFailover", "") in kept | {""}
+    ][:max_moves]
     return failovers + moves
 
 
@@ -355,7 +393,7 @@ def command(
             click.echo(f"warning: {issue.object}: {issue.message}", err=True)
     before = audit_violations(snapshot, policy)
     plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=time_limit))
-    changes = _limit(change_list(plan), max_failovers, max_moves)
+    changes = _limit(change_list(plan, snapshot), max_failovers, max_moves)
     result: dict[str, Any] = {
         "apply": apply_,
         "roles": _roles_document(roles_from, reading),

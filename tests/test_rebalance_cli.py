@@ -7,8 +7,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from models.kube_objects import build_snapshot
+from models.plan import Plan
+from models.policy import Policy
+from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
+from placer.rebalance_cli import _limit, change_list
 from tests.kube_dicts import node, redis_pod
 
 
@@ -125,3 +130,51 @@ def test_apply_reports_a_pdb_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 1, result.output  # the hard violation is still there
     assert "skipped PodDisruptionBudget refused the eviction: Cannot evict pod" in result.stdout
     assert kube.evicted == [] and len(kube.pods) == 4
+
+
+def _moving_master_plan() -> tuple[Plan, Snapshot]:
+    from models.plan import Assignment
+
+    snapshot = build_snapshot(
+        [
+            node("n1", "a", "a1"),
+            node("n2", "b", "b1"),
+            node("n3", "c", "c1"),
+            redis_pod("r-0-0", "r", 0, "master", node="n1"),
+            redis_pod("r-0-1", "r", 0, "replica", node="n2"),
+            redis_pod("r-0-2", "r", 0, "replica", node="n2"),
+        ],
+        Policy(),
+    )
+    rows = [
+        ("default/r-0-0", "n3", "master", "move", "n1"),
+        ("default/r-0-1", "n2", "replica", "keep", None),
+        ("default/r-0-2", "n1", "replica", "move", "n2"),
+    ]
+    plan = Plan(
+        status="FEASIBLE",
+        assignments=[
+            Assignment(pod=p, node=n, role=r, cluster="default/r", shard="0", action=a, from_node=f)
+            for p, n, r, a, f in rows
+        ],
+    )
+    return plan, snapshot
+
+
+def test_a_moving_master_is_failed_over_to_a_replica_that_stays_first() -> None:
+    """Evicting a master stops writes to its slots until Redis promotes someone: never do it."""
+    plan, snapshot = _moving_master_plan()
+    changes = change_list(plan, snapshot)
+    assert changes[0] == {
+        "kind": "failover",
+        "shard": "default/r/0",
+        "from": "default/r-0-0",
+        "to": "default/r-0-1",  # r-0-2 moves too: not the one to promote
+    }
+    assert [(c["kind"], c.get("pod"), c.get("afterFailover")) for c in changes[1:]] == [
+        ("move", "default/r-0-0", "default/r-0-0"),
+        ("move", "default/r-0-2", None),
+    ]
+    without_failovers = _limit(changes, max_failovers=0, max_moves=10)
+    assert [c.get("pod") for c in without_failovers] == ["default/r-0-2"]  # the master stays
+    assert [c["kind"] for c in change_list(plan)] == ["move", "move"]  # no roles known, no guard
