@@ -359,6 +359,13 @@ SMALL_BATCH_MAX_PODS = 600
 """Narrowing is for the binder's batches (a few to ~100 shards); a bigger batch needs its choice."""
 
 
+NARROW_MAX_NODES_PER_RACK = 16
+"""A group's kept classes need not hold the whole batch's share of a rack: the classes are
+ranked alike for every group, so their union does. Without this cap the model grows with the
+square of the batch (55,000 variables for 200 shards, no solution within 5 s); with it, 15,000
+(docs/benchmarks.md, binder throughput)."""
+
+
 def _class_rank(
     cls: NodeClass, requests: tuple[int, int, int], master: bool, cap: int
 ) -> tuple[int, int, int, int]:
@@ -378,7 +385,8 @@ def narrow_for_batch(
 
     For a small batch of new shards in a large running cluster almost every class is a
     candidate, though the answer uses a handful. Per group and rack this keeps the best-ranked
-    classes until they hold enough nodes for the whole batch's share of that rack, plus every
+    classes until they hold enough nodes for the whole batch's share of that rack (at most
+    ``NARROW_MAX_NODES_PER_RACK``), plus every
     class the seed placement used (so the seed stays a solution and CP-SAT can only improve on
     it). Every rack, hence every zone, stays reachable, which the domain rules need. Whether the
     narrowed model still places everything is the caller's to check: it must re-solve unpruned
@@ -402,7 +410,7 @@ def narrow_for_batch(
         # Nodes each rack must offer: the group's own members, and room for a fair share of the
         # batch's members of this kind (masters are few and need master room; replicas many).
         share = masters if master and Role.REPLICA not in g.roles else pending
-        need = max(g.size, -(-2 * share // len(racks)))
+        need = max(g.size, min(NARROW_MAX_NODES_PER_RACK, -(-2 * share // len(racks))))
         key = (tuple(g.candidates), g.requests, master, need)
         kept = cache.get(key)
         if kept is None:
