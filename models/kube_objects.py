@@ -277,10 +277,6 @@ def _role(value: str | None) -> Role | None:
     return _ROLE_ALIASES.get(value.lower())
 
 
-def _managed(pod: Pod, policy: Policy) -> bool:
-    return all(pod.labels.get(k) == v for k, v in policy.selector.items())
-
-
 class ParseCache:
     """Parsed nodes and pods by (uid or name, resourceVersion), for callers that rebuild often.
 
@@ -406,7 +402,7 @@ def build_snapshot(
     for pod in pods.values():
         if pod.phase in TERMINAL_PHASES:
             continue
-        if not _managed(pod, policy):
+        if not policy.selects(pod.labels):
             if not pod.pending:
                 others.append(pod)
             continue

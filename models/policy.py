@@ -1,5 +1,6 @@
 """The placement policy file. Strict: an unknown key is an error, defaults serve without a file."""
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -91,6 +92,10 @@ class Policy(Wire):
     permit: Permit = Permit()
     degradation: Degradation = Degradation()
     redis: RedisAccess = RedisAccess()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod with these labels is a managed Redis pod (``selector`` matches)."""
+        return all(labels.get(k) == v for k, v in self.selector.items())
 
     @model_validator(mode="after")
     def _consistent(self) -> "Policy":

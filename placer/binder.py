@@ -151,8 +151,7 @@ class Binder:
     # -- which pods are ours -------------------------------------------------------------
 
     def managed(self, pod: Mapping[str, Any]) -> bool:
-        labels = _labels(pod)
-        return all(labels.get(k) == v for k, v in self.policy.selector.items())
+        return self.policy.selects(_labels(pod))
 
     def is_ours(self, pod: Mapping[str, Any]) -> bool:
         """A pending managed pod this binder must place, by the enforcement mode's marker."""
