@@ -9,7 +9,7 @@ recorded at once so the next decision counts it before the watch echoes it back.
 import gc
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
@@ -92,18 +92,10 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
-        try:
-            count = 0
-            for event in self.adapter.watch_nodes(
-                resource_version=self.node_version, timeout_seconds=timeout_seconds
-            ):
-                self.apply_node(event)
-                count += 1
-            return count
-        except WatchExpired:
-            log.info("node watch expired at version %s: listing nodes again", self.node_version)
-            self.refresh_nodes()
-            return 1
+        events = self.adapter.watch_nodes(
+            resource_version=self.node_version, timeout_seconds=timeout_seconds
+        )
+        return self._follow(events, self.apply_node, self.refresh_nodes, "node watch")
 
     def apply_node(self, event: WatchEvent) -> None:
         node = event.object
@@ -135,21 +127,31 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
+        events = self.adapter.watch_pods(
+            namespace=self.namespace, resource_version=self.version, timeout_seconds=timeout_seconds
+        )
+        return self._follow(events, self.apply, self.resync, "pod watch", on_event)
+
+    @staticmethod
+    def _follow(
+        events: Iterable[WatchEvent],
+        apply: Callable[[WatchEvent], None],
+        relist: Callable[[], None],
+        what: str,
+        on_event: Callable[[], None] | None = None,
+    ) -> int:
+        """Apply a watch's events as they arrive; on a 410, list again, as client-go does."""
+        count = 0
         try:
-            count = 0
-            for event in self.adapter.watch_pods(
-                namespace=self.namespace,
-                resource_version=self.version,
-                timeout_seconds=timeout_seconds,
-            ):
-                self.apply(event)
+            for event in events:
+                apply(event)
                 count += 1
                 if on_event is not None:
                     on_event()  # wake the decision loop now, not when the watch ends
             return count
         except WatchExpired:
-            log.info("watch expired at version %s: resyncing", self.version)
-            self.resync()
+            log.info("%s expired: listing again", what)
+            relist()
             return 1
 
     def apply(self, event: WatchEvent) -> None:

@@ -96,6 +96,14 @@ class FakeKubeAdapter:
         meta["resourceVersion"] = str(next(self._version))
         return obj
 
+    def _since(
+        self, log: list[tuple[int, WatchEvent]], resource_version: str | None
+    ) -> list[WatchEvent]:
+        """The recorded events after ``resource_version``, in order (logs are kept sorted)."""
+        with self._lock:
+            start = bisect.bisect_right(log, int(resource_version or 0), key=_first)
+            return [event for _, event in log[start:]]
+
     def _record(self, type_: str, pod: dict[str, Any]) -> None:
         version = int(pod["metadata"]["resourceVersion"])
         self.log.append((version, WatchEvent(type_, copy.deepcopy(pod))))
@@ -173,11 +181,7 @@ class FakeKubeAdapter:
         timeout_seconds: int = 300,
     ) -> Iterator[WatchEvent]:
         """Replays recorded node changes after ``resource_version``, then ends."""
-        after = int(resource_version or 0)
-        with self._lock:
-            start = bisect.bisect_right(self.node_log, after, key=_first)
-            events = [e for _, e in self.node_log[start:]]
-        for event in events:
+        for event in self._since(self.node_log, resource_version):
             if _selector_matches(event.object["metadata"].get("labels") or {}, label_selector):
                 yield event
 
@@ -215,10 +219,7 @@ class FakeKubeAdapter:
         timeout_seconds: int = 300,
     ) -> Iterator[WatchEvent]:
         """Replays recorded changes after ``resource_version``, then ends (a watch timeout)."""
-        after = int(resource_version or 0)
-        with self._lock:
-            events = [e for _, e in self.log[bisect.bisect_right(self.log, after, key=_first) :]]
-        for event in events:
+        for event in self._since(self.log, resource_version):
             meta = event.object["metadata"]
             if namespace and meta.get("namespace") != namespace:
                 continue
