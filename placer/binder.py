@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from models.cluster import Pod
 from models.errors import InputError
 from models.kube_objects import ParseCache, build_snapshot
 from models.plan import Plan
@@ -278,7 +279,8 @@ class Binder:
                 # Otherwise another scheduler's pending pod: not ours to place or count.
             else:
                 objects.append(pod)
-        unknown = _unknown_owners([raw[k] for k in ours], statefulsets) - self._owners_sought
+        parsed = [self.parse_cache.pod(raw[k]) for k in ours]  # parsed above: cache hits
+        unknown = _unknown_owners(parsed, statefulsets) - self._owners_sought
         if unknown:
             self._owners_sought |= unknown  # one extra list per new owner, not one per step
             # A StatefulSet newer than our list: its replicas are the shard's size, and
@@ -628,19 +630,15 @@ class Binder:
                 stop.wait(0.2)  # a watch that ends at once must not spin
 
 
-def _unknown_owners(
-    pods: list[dict[str, Any]], statefulsets: list[dict[str, Any]]
-) -> set[tuple[str, str]]:
+def _unknown_owners(pods: list[Pod], statefulsets: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """The StatefulSets our pods belong to (as the snapshot reads the owner) that we lack."""
     known = {
         (str(s["metadata"].get("namespace") or "default"), str(s["metadata"].get("name")))
         for s in statefulsets
     }
-    owners = set()
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == "StatefulSet" and ref.get("controller", True):
-                owners.add((str(meta.get("namespace") or "default"), str(ref.get("name"))))
+    owners = {
+        (p.namespace, p.owner_name) for p in pods if p.owner_kind == "StatefulSet" and p.owner_name
+    }
     return owners - known
 
 

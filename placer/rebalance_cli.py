@@ -42,16 +42,16 @@ def change_list(plan: Plan, snapshot: Snapshot | None = None) -> list[dict[str, 
     who is master now), a failover to a replica that stays put comes first, and the move carries
     ``"afterFailover"`` so that a cut in the change list never keeps the move without it.
     """
-    changes = [
+    failovers = [
         {"kind": "failover", "shard": f"{f.cluster}/{f.shard}", "from": f.from_, "to": f.to}
         for f in plan.failovers
     ]
-    moves = [a for a in plan.assignments if a.action == "move"]
-    moving = {a.pod for a in moves}
+    moves_planned = [a for a in plan.assignments if a.action == "move"]
+    moving = {a.pod for a in moves_planned}
     members = {m.key: m for m in snapshot.members} if snapshot is not None else {}
-    failing_over = {c["from"] for c in changes}
-    guarded: list[dict[str, str]] = []
-    for a in moves:
+    failing_over = {c["from"] for c in failovers}
+    moves: list[dict[str, str]] = []
+    for a in moves_planned:
         move = {
             "kind": "move",
             "shard": f"{a.cluster}/{a.shard}",
@@ -64,15 +64,14 @@ def change_list(plan: Plan, snapshot: Snapshot | None = None) -> list[dict[str, 
             if a.pod not in failing_over:
                 stay = _staying_replica(snapshot, member.shard_key, moving)  # type: ignore[arg-type]
                 if stay is not None:
-                    guarded.append(
+                    failovers.append(
                         {"kind": "failover", "shard": move["shard"], "from": a.pod, "to": stay}
                     )
                     failing_over.add(a.pod)
             if a.pod in failing_over:
                 move["afterFailover"] = a.pod
-        changes.append(move)
-    failovers = [c for c in changes if c["kind"] == "failover"] + guarded
-    return failovers + [c for c in changes if c["kind"] == "move"]
+        moves.append(move)
+    return failovers + moves
 
 
 def _staying_replica(snapshot: Snapshot, shard_key: str, moving: set[str]) -> str | None:

@@ -189,3 +189,29 @@ def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly() -> None:
     loop.join(timeout=5)
     assert not loop.is_alive() and time.monotonic() - stopped_at < 3
     assert binder.follow_nodes is False
+
+
+def test_a_statefulset_created_after_the_binder_started_sizes_its_shard() -> None:
+    """Its replicas say how many members to wait for; without them the pods would go at once."""
+    from tests.kube_dicts import node, redis_pod
+
+    fake = FakeKubeAdapter(nodes=[node(f"n{i}", f"z{i % 3}", f"r{i}") for i in range(6)])
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    binder.step(now=1000.0)  # listed: no StatefulSets yet
+    fake.statefulsets.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "late", "namespace": "default", "resourceVersion": "1"},
+            "spec": {"replicas": 3},
+        }
+    )
+    owner = [{"kind": "StatefulSet", "name": "late", "controller": True}]
+    for i in range(2):
+        pod = redis_pod(f"late-{i}", "c", 0, None, schedulerName="redis-placer")
+        pod["metadata"]["ownerReferences"] = owner
+        fake.add_pod(pod)
+    binder.cache.poll(0)
+    report = binder.step(now=1001.0)
+    assert [d.decision for d in report.decisions] == ["wait"]
+    assert "2 of 3" in report.decisions[0].reason and fake.binds == []
