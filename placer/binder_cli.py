@@ -9,6 +9,7 @@ import click
 
 from models.errors import InputError
 from placer.binder import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
+from placer.cli import context_option, kubeconfig_option
 from placer.metrics import Metrics, MetricsServer
 from placer.source import read_policy
 
@@ -31,10 +32,8 @@ from placer.source import read_policy
 )
 @click.option("--lease-name", default="redis-placer-binder", show_default=True)
 @click.option("--namespace", default=None, help="Watch one namespace (default: all).")
-@click.option(
-    "--context", default=None, help="kubeconfig context (default: in-cluster or current)."
-)
-@click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False))
+@context_option
+@kubeconfig_option
 @click.option(
     "--time-limit",
     type=click.FloatRange(min=0.1),

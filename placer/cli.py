@@ -7,7 +7,7 @@ Errors are one line on stderr and exit 2; exit codes follow the plan contract:
 
 import sys
 import time
-from importlib import resources
+from importlib import import_module, resources
 from typing import NoReturn, cast
 
 import click
@@ -80,6 +80,15 @@ def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
         click.echo(render.as_document(plan, output))
 
 
+context_option = click.option(
+    "--context", default=None, help="kubeconfig context (default: in-cluster or current)."
+)
+kubeconfig_option = click.option(
+    "--kubeconfig",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="kubeconfig file for the live cluster.",
+)
 source_options = [
     click.option(
         "-f",
@@ -97,13 +106,8 @@ source_options = [
         default=None,
         help="Policy YAML (defaults serve without one).",
     ),
-    click.option("--context", default=None, help="kubeconfig context for the live cluster."),
-    click.option(
-        "--kubeconfig",
-        default=None,
-        type=click.Path(dir_okay=False),
-        help="kubeconfig file for the live cluster.",
-    ),
+    context_option,
+    kubeconfig_option,
 ]
 
 
@@ -122,7 +126,23 @@ def with_source(fn):
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The binder and rebalance commands live in their own modules, which import this one's
+    options: they are loaded when named (or listed), so either module may be imported first."""
+
+    LAZY = {"binder": "placer.binder_cli", "rebalance": "placer.rebalance_cli"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY:
+            command: click.Command = import_module(self.LAZY[cmd_name]).command
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="redis-placer")
 def main() -> None:
     """Place Redis Cluster shards on Kubernetes with a constraint solver (OR-tools CP-SAT)."""
@@ -273,18 +293,3 @@ def demo(file: str | None, time_limit: float) -> None:
         click.echo(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}")
     click.echo("\n== topology after the CP-SAT plan (M master, r replica) ==")
     click.echo(render.topology_map(result, snapshot))
-
-
-def _register_optional() -> None:
-    """The binder and rebalance commands live in their own modules."""
-    for module in ("placer.binder_cli", "placer.rebalance_cli"):
-        try:
-            mod = __import__(module, fromlist=["command"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        main.add_command(mod.command)
-
-
-_register_optional()

@@ -21,3 +21,15 @@ def test_unreadable_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "Traceback" not in result.output
     assert "error" in result.output.lower()
+
+
+def test_each_command_module_can_be_imported_first() -> None:
+    """The command modules import the CLI's shared options; no import order may break."""
+    import subprocess
+    import sys
+
+    for module in ("placer.binder_cli", "placer.rebalance_cli"):
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {module}"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, (module, done.stderr)
