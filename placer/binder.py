@@ -180,7 +180,7 @@ class Binder:
             if now - self._sets_read_at >= every:
                 self.cache.refresh_statefulsets()  # a scaled StatefulSet changes a shard's size
                 self._sets_read_at = now
-        snapshot, ours, raw = self._read(now)
+        snapshot, ours, raw = self._read()
         self.metrics.pending_pods.set(len(ours))
         self.metrics.gated_pods.set(
             sum(1 for p in raw.values() if self.config.gate in gate_names(p))
@@ -227,7 +227,7 @@ class Binder:
         report.next_step_in = 0.0 if report.failed else max(0.0, min(wake))
         return report
 
-    def _read(self, now: float) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
+    def _read(self) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
         """The snapshot this decision works on, and which pending pods are ours.
 
         Rebuilt only when the cache changed since the last step: a batch window's steps mostly
@@ -236,13 +236,11 @@ class Binder:
         generation = self.cache.generation
         if self._last_read is not None and self._last_read[0] == generation:
             return self._last_read[1]
-        result = self._build(now)
+        result = self._build()
         self._last_read = (generation, result)
         return result
 
-    def _build(
-        self, now: float
-    ) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
+    def _build(self) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
         """Objects that do not parse are left out with a log line (and an event on our own
         pods) rather than stopping the binder: one bad pod must not hold up every shard."""
         nodes, pods, statefulsets = self.cache.objects()

@@ -97,7 +97,7 @@ def test_a_pod_just_bound_counts_on_its_node_before_the_watch_says_so() -> None:
     binder.step(now=1000.0)
     report = binder.step(now=1001.5)
     assert len(report.bound) == 6
-    snapshot, ours, _ = binder._read(now=1002.0)  # no poll: the cache only assumed the binds
+    snapshot, ours, _ = binder._read()  # no poll: the cache only assumed the binds
     assert ours == {}
     placed = {m.key: m.pod.node_name for m in snapshot.members}
     assert placed == dict(report.bound)
