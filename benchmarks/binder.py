@@ -28,7 +28,7 @@ from typing import Any, Literal, cast
 from models.kube_objects import build_snapshot, flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
-from placer.binder import DEFAULT_BINDER_TIME_LIMIT, Binder, BinderConfig
+from placer.binder.loop import DEFAULT_BINDER_TIME_LIMIT, Binder, BinderConfig
 from placer.kube.fake import FakeKubeAdapter
 from solver.check import audit, evaluate_objective, keep_plan
 

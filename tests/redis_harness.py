@@ -14,7 +14,7 @@ using it must leave the layout as they found it). Tests are skipped with a clear
 reason when ``redis-server`` or ``redis-cli`` is not on PATH.
 
 This harness reads the cluster with redis-py's own parsers on purpose, so it stays
-an independent check of ``placer.redis_ops``.
+an independent check of ``placer.rebalance.redis_ops``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from placer.redis_ops import RedisEndpoint
+from placer.rebalance.redis_ops import RedisEndpoint
 
 DEFAULT_IPS: tuple[str, ...] = tuple(f"127.0.0.{i}" for i in range(2, 8))
 NODE_TIMEOUT_MS = 2000

@@ -5,7 +5,7 @@ from typing import Any
 from models.kube_objects import flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
-from placer.binder import Binder, BinderConfig
+from placer.binder.loop import Binder, BinderConfig
 from placer.kube.fake import FakeKubeAdapter
 
 

@@ -28,7 +28,7 @@ def test_each_command_module_can_be_imported_first() -> None:
     import subprocess
     import sys
 
-    for module in ("placer.binder_cli", "placer.rebalance_cli"):
+    for module in ("placer.binder.command", "placer.rebalance.command"):
         done = subprocess.run(
             [sys.executable, "-c", f"import {module}"], capture_output=True, text=True
         )

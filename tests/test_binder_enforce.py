@@ -19,8 +19,8 @@ from models.plan import Plan, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
-from placer.binder import PLACEMENT_GATE, Binder, BinderConfig, StepReport, pinned_node
-from placer.informer import PodKey, pod_key_of
+from placer.binder.cache import PodKey, pod_key_of
+from placer.binder.loop import PLACEMENT_GATE, Binder, BinderConfig, StepReport, pinned_node
 from placer.kube.adapter import BindOutcome, BindResult, PatchResult
 from placer.kube.fake import FakeKubeAdapter
 from placer.metrics import Metrics

@@ -1,4 +1,4 @@
-"""placer.failover: the rebalance executor, with real Redis for failovers.
+"""placer.rebalance.failover: the rebalance executor, with real Redis for failovers.
 
 The Kubernetes side (evict, relabel, shard health) is injected as plain callables:
 that is the executor's seam, not a mock of Redis.
@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from placer.failover import (
+from placer.rebalance.failover import (
     EvictOutcome,
     ExecutionReport,
     FailoverStep,
     MoveStep,
     RebalanceExecutor,
 )
-from placer.redis_ops import RedisEndpoint, cluster_info
+from placer.rebalance.redis_ops import RedisEndpoint, cluster_info
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, so asserts get rewritten
     from tests.redis_harness import RedisClusterHarness

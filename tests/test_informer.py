@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from placer.informer import ClusterCache
+from placer.binder.cache import ClusterCache
 from placer.kube.adapter import WatchEvent, WatchExpired
 from placer.kube.fake import FakeKubeAdapter
 from tests.kube_dicts import node, redis_pod

@@ -3,8 +3,8 @@
 from typing import Any
 
 from models.policy import Policy
+from placer.inputs.live import snapshot_from_adapter
 from placer.kube.fake import FakeKubeAdapter
-from placer.live import snapshot_from_adapter
 from tests.kube_dicts import node, redis_pod
 
 

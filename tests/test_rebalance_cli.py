@@ -13,7 +13,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance_cli import _limit, change_list
+from placer.rebalance.command import _limit, change_list
 from tests.kube_dicts import node, redis_pod
 
 
@@ -57,7 +57,7 @@ def test_apply_needs_a_live_cluster(tmp_path: Path) -> None:
 
 def test_bundled_rebalance_example_plans_one_failover_then_one_move() -> None:
     """placer/examples/rebalance.yaml (the README's example) has one cheapest fix."""
-    from placer.cli import example_path
+    from placer.commands.demo import example_path
 
     path = str(Path(example_path()).with_name("rebalance.yaml"))
     result = CliRunner().invoke(main, ["rebalance", "-f", path, "-o", "json"])
@@ -108,7 +108,7 @@ def fake_with_shard_on_one_host(blocked: str | None = None) -> FakeKubeAdapter:
 
 def test_apply_evicts_through_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     kube = fake_with_shard_on_one_host()
-    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    monkeypatch.setattr("placer.rebalance.command.make_adapter", lambda kubeconfig, context: kube)
     result = CliRunner().invoke(main, ["rebalance", "--apply", "-o", "json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -125,7 +125,7 @@ def test_apply_evicts_through_the_adapter(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_apply_reports_a_pdb_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
     kube = fake_with_shard_on_one_host(blocked="Cannot evict pod as it would violate the PDB")
-    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    monkeypatch.setattr("placer.rebalance.command.make_adapter", lambda kubeconfig, context: kube)
     result = CliRunner().invoke(main, ["rebalance", "--apply"])
     assert result.exit_code == 1, result.output  # the hard violation is still there
     assert "skipped PodDisruptionBudget refused the eviction: Cannot evict pod" in result.stdout

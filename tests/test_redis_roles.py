@@ -1,6 +1,6 @@
 """``rebalance --roles redis``: roles read from CLUSTER NODES instead of the role labels.
 
-The pure part (placer.redis_roles.resolve_roles) is tested on exact CLUSTER NODES text;
+The pure part (placer.rebalance.redis_roles.resolve_roles) is tested on exact CLUSTER NODES text;
 the command is tested against real redis-server processes whose roles the labels get
 wrong (a real CLUSTER FAILOVER the labels never heard of).
 """
@@ -20,8 +20,8 @@ from models.cluster import Role
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.redis_ops import RedisUnreachable, failover_to, parse_cluster_nodes
-from placer.redis_roles import View, apply_roles, resolve_roles
+from placer.rebalance.redis_ops import RedisUnreachable, failover_to, parse_cluster_nodes
+from placer.rebalance.redis_roles import View, apply_roles, resolve_roles
 from tests.kube_dicts import node, redis_pod, snapshot
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, so asserts get rewritten
@@ -370,8 +370,8 @@ def test_apply_with_roles_redis_fails_back_and_relabels(
     kube = FakeKubeAdapter(
         nodes=[o for o in objs if o["kind"] == "Node"], pods=[o for o in objs if o["kind"] == "Pod"]
     )
-    # The command's one seam to Kubernetes (a string target: placer.cli imports the module).
-    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    # The command's one seam to Kubernetes (a string target: the CLI imports the module when the command runs).
+    monkeypatch.setattr("placer.rebalance.command.make_adapter", lambda kubeconfig, context: kube)
 
     # With the labels as the truth there is nothing to do, though Redis has two masters on n0.
     blind = run(["--apply", "--roles", "labels", "--redis-port", str(h.port), "-o", "json"])
@@ -523,7 +523,7 @@ def test_relabel_makes_stale_labels_follow_redis(
     kube = FakeKubeAdapter(
         nodes=[o for o in objs if o["kind"] == "Node"], pods=[o for o in objs if o["kind"] == "Pod"]
     )
-    monkeypatch.setattr("placer.rebalance_cli.make_adapter", lambda kubeconfig, context: kube)
+    monkeypatch.setattr("placer.rebalance.command.make_adapter", lambda kubeconfig, context: kube)
 
     def labels() -> dict[str, str]:
         return {

@@ -27,7 +27,7 @@ from models.kube_objects import SHARD_SIZE_ANNOTATION, build_snapshot
 from models.plan import Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
-from placer.binder import PLACEMENT_GATE, Binder, BinderConfig, StepReport, pinned_node
+from placer.binder.loop import PLACEMENT_GATE, Binder, BinderConfig, StepReport, pinned_node
 from placer.kube.adapter import DEFAULT_COMPONENT, KubernetesAdapter
 from placer.kube.leader import ApiLeaseClient, LeaderConfig, LeaderElector
 from solver.check import audit
@@ -552,7 +552,7 @@ def test_only_the_lease_holder_places_and_the_standby_takes_over(
 ) -> None:
     # An idle Binder.run sleeps up to IDLE_SECONDS between steps (a watch wakes it only when the
     # watch call ends); a short idle keeps this test quick. The deadlines below hold without it.
-    monkeypatch.setattr("placer.binder.IDLE_SECONDS", 1.0)
+    monkeypatch.setattr("placer.binder.loop.IDLE_SECONDS", 1.0)
     create_nodes(kube_api, run_id)
     config = LeaderConfig(lease_duration=3, renew_deadline=2, retry_period=0.2)
     replicas = [

@@ -1,6 +1,6 @@
 """The Permit-gate binder: hold pending Redis pods until their shard is whole, solve, enforce.
 
-One ``step`` is one decision: read the cache, decide per shard (``placer.permit``), solve every
+One ``step`` is one decision: read the cache, decide per shard (``placer.binder.permit``), solve every
 ready shard in one call with the running pods fixed, and enforce the plan through the adapter
 (a Binding in bind mode; a pin and the gate's removal in gate mode). ``run`` repeats steps,
 woken by the watch. Nothing is remembered that the cluster does not hold except backoff
@@ -22,11 +22,11 @@ from models.kube_objects import ParseCache, build_snapshot
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
-from placer.informer import ClusterCache, PodKey, pod_key_of
+from placer.binder.cache import ClusterCache, PodKey, pod_key_of
+from placer.binder.permit import PermitDecision, decide, gangs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
 from placer.metrics import Metrics
-from placer.permit import PermitDecision, decide, gangs
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
 

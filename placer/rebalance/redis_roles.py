@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from models.cluster import Member, Role
 from models.snapshot import Issue, Snapshot
-from placer.redis_ops import (
+from placer.rebalance.redis_ops import (
     DEFAULT_IO_TIMEOUT_S,
     ClusterNodeInfo,
     RedisEndpoint,

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # the Kubernetes client is imported only when a cluster is re
 
 
 def snapshot_from_adapter(adapter: "KubeAdapter", policy: Policy) -> Snapshot:
-    """Nodes, pods and StatefulSets, as the binder reads them (``placer.informer``).
+    """Nodes, pods and StatefulSets, as the binder reads them (``placer.binder.cache``).
 
     A StatefulSet's replicas give the size of a shard whose pods lack the
     ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree.

@@ -8,10 +8,10 @@ from typing import Any
 import click
 
 from models.errors import InputError
-from placer.binder import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
-from placer.cli import context_option, kubeconfig_option
+from placer.binder.loop import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
+from placer.commands.options import context_option, kubeconfig_option
+from placer.inputs.files import read_policy
 from placer.metrics import Metrics, MetricsServer
-from placer.source import read_policy
 
 
 @click.command("binder")

@@ -16,8 +16,7 @@ from models.errors import InputError
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
-from placer import render
-from placer.cli import (
+from placer.commands.options import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_VIOLATIONS,
@@ -27,11 +26,12 @@ from placer.cli import (
     time_limit_option,
     with_source,
 )
+from placer.output import render
 from solver.check import audit as audit_violations
 from solver.solve import SolveOptions, solve
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
-    from placer.redis_roles import RoleMismatch, RoleReading
+    from placer.rebalance.redis_roles import RoleMismatch, RoleReading
 
 
 def change_list(plan: Plan, snapshot: Snapshot | None = None) -> list[dict[str, str]]:
@@ -115,9 +115,15 @@ def _apply(
     label_fixes: Sequence[RoleMismatch] = (),
 ) -> dict[str, Any]:
     """Run the change list; with ``relabel``, first make ``label_fixes`` follow Redis."""
-    from placer.failover import Action, EvictOutcome, FailoverStep, MoveStep, RebalanceExecutor
     from placer.kube.adapter import EvictOutcome as KubeEvict
-    from placer.redis_ops import RedisEndpoint
+    from placer.rebalance.failover import (
+        Action,
+        EvictOutcome,
+        FailoverStep,
+        MoveStep,
+        RebalanceExecutor,
+    )
+    from placer.rebalance.redis_ops import RedisEndpoint
 
     pods = {m.key: m for m in snapshot.members}
 
@@ -225,9 +231,9 @@ def _live_inputs(
     policy_path: str | None, context: str | None, kubeconfig: str | None
 ) -> tuple[Policy, Snapshot, Any]:
     """Policy, snapshot and the adapter it was read through (the one ``--apply`` acts with)."""
+    from placer.inputs.files import read_policy
+    from placer.inputs.live import snapshot_from_adapter
     from placer.kube.config import KubeConfigError
-    from placer.live import snapshot_from_adapter
-    from placer.source import read_policy
 
     try:
         policy = read_policy(policy_path)
@@ -243,7 +249,7 @@ def _live_inputs(
 
 
 def _password(policy: Policy, password_env: str | None, password_file: str | None) -> str | None:
-    from placer.redis_ops import PasswordSourceError, password_from_env_or_file
+    from placer.rebalance.redis_ops import PasswordSourceError, password_from_env_or_file
 
     try:
         return password_from_env_or_file(
@@ -256,12 +262,12 @@ def _password(policy: Policy, password_env: str | None, password_file: str | Non
 def redis_roles(
     snapshot: Snapshot, port: int, password: str | None, *, required: bool
 ) -> tuple[Snapshot, RoleReading]:
-    """``snapshot`` with each member's role as Redis reports it (see placer.redis_roles).
+    """``snapshot`` with each member's role as Redis reports it (see placer.rebalance.redis_roles).
 
     ``required``: exit 2 when no pod answers (the run would otherwise act on labels
     it was asked not to trust); otherwise the labels stand.
     """
-    from placer.redis_roles import apply_roles, read_views, resolve_roles
+    from placer.rebalance.redis_roles import apply_roles, read_views, resolve_roles
 
     views = read_views(snapshot.members, port, password)
     reading = resolve_roles(snapshot.members, views, port)
@@ -404,7 +410,7 @@ def command(
     remaining_hard = [v for v in plan.violations if v.severity == "hard"]
     label_fixes = [m for m in reading.mismatches if m.confirmed] if reading and relabel else []
     if apply_ and (changes or label_fixes):
-        from placer.live import snapshot_from_adapter
+        from placer.inputs.live import snapshot_from_adapter
 
         result["actions"] = _apply(
             snapshot,

@@ -1,0 +1,56 @@
+"""``redis-placer audit``: judge the placement as it runs, without solving anything."""
+
+import sys
+
+import click
+
+from placer.commands.options import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_VIOLATIONS,
+    load_inputs,
+    output_option,
+    with_source,
+)
+from placer.output import render
+from solver.check import audit as audit_violations
+from solver.check import evaluate_objective, keep_plan, worst_domain_loss
+
+
+@click.command("audit")
+@with_source
+@output_option
+def command(
+    file: str | None,
+    policy_path: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    output: str,
+) -> None:
+    """Report the violations of the current placement; exit 1 when hard ones exist."""
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    current = keep_plan(snapshot)
+    violations = audit_violations(snapshot, policy)
+    report = current.model_copy(
+        update={
+            "status": "FEASIBLE",
+            "violations": violations,
+            "worst_domain_loss": worst_domain_loss(snapshot, policy, current),
+            "objective": evaluate_objective(snapshot, policy, current).get("total", 0.0),
+            "unplaced": [],
+        }
+    )
+    if output == "table":
+        click.echo(render.violations_table(violations) if violations else "no violations")
+        click.echo()
+        click.echo(render.summary(report))
+        if report.skipped:
+            click.echo(
+                "\ninput issues:\n"
+                + "\n".join(f"  [{s.severity}] {s.object}: {s.message}" for s in report.skipped)
+            )
+    else:
+        click.echo(render.as_document(report, output))
+    if any(s.severity == "error" for s in report.skipped):
+        sys.exit(EXIT_BAD_INPUT)
+    sys.exit(EXIT_VIOLATIONS if report.hard_violations else EXIT_OK)

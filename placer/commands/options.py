@@ -1,0 +1,120 @@
+"""What every command shares: the source options, the one error path and the exit codes.
+
+Errors are one line on stderr and exit 2; exit codes follow the plan contract:
+0 every pending pod placed and no hard violation, 1 audit found hard violations,
+2 bad input or usage, 3 infeasible (the explanation is printed).
+"""
+
+import sys
+from typing import NoReturn
+
+import click
+
+from models.errors import InputError
+from models.plan import Plan
+from models.policy import Policy
+from models.snapshot import Snapshot
+from placer.inputs.files import read_policy, snapshot_from_file
+from placer.output import render
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
+OUTPUTS = click.Choice(["table", "json", "yaml"])
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+class StderrProgress:
+    """Progress lines on stderr once a solve has run for more than a second."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, objective: float, bound: float, elapsed: float) -> None:
+        if elapsed < 1.0 or elapsed - self.last < 0.5:
+            return
+        self.last = elapsed
+        gap = (objective - bound) / objective if objective else 0.0
+        click.echo(
+            f"  solving: objective {objective:g}  bound {bound:g}  gap {gap:.2%}  {elapsed:.1f}s",
+            err=True,
+        )
+
+
+def load_inputs(
+    file: str | None, policy_path: str | None, context: str | None, kubeconfig: str | None
+) -> tuple[Policy, Snapshot]:
+    try:
+        policy = read_policy(policy_path)
+        if file is not None:
+            return policy, snapshot_from_file(file, policy)
+        from placer.inputs.live import snapshot_from_cluster
+
+        return policy, snapshot_from_cluster(policy, context=context, kubeconfig=kubeconfig)
+    except InputError as exc:
+        fail(str(exc))
+
+
+def exit_code(plan: Plan) -> int:
+    if any(s.severity == "error" for s in plan.skipped):
+        return EXIT_BAD_INPUT
+    if plan.unplaced or plan.status in ("INFEASIBLE", "MODEL_INVALID"):
+        return EXIT_INFEASIBLE
+    if plan.hard_violations:
+        return EXIT_VIOLATIONS
+    return EXIT_OK
+
+
+def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
+    if output == "table":
+        click.echo(render.plan_table(plan, snapshot))
+    else:
+        click.echo(render.as_document(plan, output))
+
+
+context_option = click.option(
+    "--context", default=None, help="kubeconfig context (default: in-cluster or current)."
+)
+kubeconfig_option = click.option(
+    "--kubeconfig",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="kubeconfig file for the live cluster.",
+)
+source_options = [
+    click.option(
+        "-f",
+        "--file",
+        "file",
+        type=str,
+        default=None,
+        help="Snapshot: `kubectl get nodes,pods -A -o yaml|json` output, or - for stdin. Without it, the live cluster is read.",
+    ),
+    click.option(
+        "-p",
+        "--policy",
+        "policy_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Policy YAML (defaults serve without one).",
+    ),
+    context_option,
+    kubeconfig_option,
+]
+
+
+output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
+time_limit_option = click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="Seconds for the solver (policy solver.timeLimitSeconds by default).",
+)
+
+
+def with_source(fn):
+    for option in reversed(source_options):
+        fn = option(fn)
+    return fn
