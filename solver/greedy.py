@@ -263,7 +263,9 @@ def greedy_placement(
             placement.node[member.key] = node.name
             placement.role[member.key] = role
     if policy.rules.survive != "none":
-        _keep_majorities(snapshot, policy, placement, set(todo))
+        # Every pending shard placed here is new, whether greedy or ``start`` placed it.
+        placed_now = {m.shard_key for m in snapshot.pending if m.key in placement.node}
+        _keep_majorities(snapshot, policy, placement, placed_now)
     return placement
 
 

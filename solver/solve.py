@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from models.cluster import Role
-from models.plan import Engine, Mode, Plan, Status
+from models.plan import Engine, Mode, Plan, Status, Unplaced
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import Assessment, assess
@@ -127,56 +127,88 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     seed = options.seed if options.seed is not None else policy.solver.seed
     report = options.progress or (lambda *_: None)
 
-    report("greedy", None, None)
-    baseline = _baseline(snapshot, policy, mode)
-    candidates = [_Candidate("greedy", baseline)]
+    def judge(candidate: _Candidate) -> _Candidate:
+        for other in candidates:
+            if (
+                other.verdict is not None
+                and other.placement.node == candidate.placement.node
+                and (other.placement.role == candidate.placement.role)
+            ):
+                candidate.plan, candidate.verdict = other.plan, other.verdict
+                return candidate
+        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
+        candidate.verdict = assess(snapshot, policy, candidate.plan)
+        return candidate
+
+    candidates: list[_Candidate] = []
     bounds = _Bounds()
     unplaceable: dict[str, str] = {}
     if mode == "place":
+        report("levels", None, None)
         levels = place_by_levels(
             snapshot,
             policy,
-            baseline if options.hint else None,
+            None,
             LevelsOptions(work_until, workers, seed, _level_progress(report)),
         )
         unplaceable = levels.unplaceable
-        candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
         bounds = _level_bounds(snapshot, levels)
-        relaxed = _relaxable(policy)
-        first = candidates[-1].placement
-        if (
-            relaxed
-            and _leaves_pending(snapshot, first, unplaceable)
-            and time.monotonic() < work_until
-        ):
-            report("relaxing required separation", None, None)
-            retry = place_by_levels(
-                snapshot,
-                policy,
-                first,
-                LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
-            )
-            candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, retry), True))
-        exact = _exact_classes(snapshot, policy, candidates, work_until, workers, seed, options)
-        if exact is not None:
-            candidate, class_bounds = exact
-            candidates.append(candidate)
-            bounds = _tighter(bounds, class_bounds)
+        first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+        candidates.append(first)
+        if not _proven(snapshot, first, bounds):
+            # Not proven optimal: weigh it against greedy's, and what else the budget allows.
+            report("greedy", None, None)
+            candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+            relaxed = _relaxable(policy)
+            if (
+                relaxed
+                and _leaves_pending(snapshot, first.placement, unplaceable)
+                and time.monotonic() < work_until
+            ):
+                report("relaxing required separation", None, None)
+                retry = place_by_levels(
+                    snapshot,
+                    policy,
+                    first.placement,
+                    LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
+                )
+                degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                candidates.append(judge(degraded))
+            best_so_far = min(candidates, key=_order)
+            if not _proven(snapshot, best_so_far, bounds):
+                exact = _exact_classes(
+                    snapshot, policy, best_so_far, work_until, workers, seed, options
+                )
+                if exact is not None:
+                    candidate, class_bounds = exact
+                    candidates.append(judge(candidate))
+                    bounds = _tighter(bounds, class_bounds)
     else:
+        report("greedy", None, None)
+        baseline = _baseline(snapshot, policy, mode)
+        candidates.append(judge(_Candidate("greedy", baseline)))
+        report("node classes", None, None)
         classes = _rebalance(snapshot, policy, baseline, work_until, workers, seed, options)
         if classes is not None:
             candidate, bound = classes
-            candidates.append(candidate)
+            candidates.append(judge(candidate))
             bounds = _Bounds(soft=bound, known=bound > 0)
 
     report("judging", None, None)
-    for candidate in _distinct(candidates):
-        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
-        candidate.verdict = assess(snapshot, policy, candidate.plan)
-    best = min(_distinct(candidates), key=lambda c: (*c.rank(), c.engine != "cp-sat"))
+    best = min(candidates, key=_order)
+    if best.engine == "greedy" and any(
+        c.engine == "cp-sat" and not c.degraded and c.verdict is best.verdict for c in candidates
+    ):
+        best.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
     assert best.plan is not None and best.verdict is not None
     _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline)
-    plan = to_plan(snapshot, best.placement, mode, "FEASIBLE")
+    plan = best.plan.model_copy(
+        update={
+            "unplaced": [
+                Unplaced(pod=k, reason=r) for k, r in sorted(best.placement.unplaced.items())
+            ]
+        }
+    )
     objective = float(best.verdict.terms.get("total", 0.0))
     status, bound = _honest_status(snapshot, best, bounds, objective)
     terms = best.verdict.terms
@@ -201,23 +233,16 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     return plan
 
 
-def _distinct(candidates: list[_Candidate]) -> list[_Candidate]:
-    """Candidates with different placements (identical ones are judged once)."""
-    out: list[_Candidate] = []
-    for c in candidates:
-        same = next(
-            (
-                o
-                for o in out
-                if o.placement.node == c.placement.node and o.placement.role == c.placement.role
-            ),
-            None,
-        )
-        if same is None:
-            out.append(c)
-        elif c.engine == "cp-sat" and not c.degraded and same.engine == "greedy":
-            same.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
-    return out
+def _order(c: _Candidate) -> tuple[int, int, float, bool, bool]:
+    """Placed pods, then hard violations, then the objective; ties go to CP-SAT's own plan."""
+    return (*c.rank(), c.degraded, c.engine != "cp-sat")
+
+
+def _proven(snapshot: Snapshot, candidate: _Candidate, bounds: _Bounds) -> bool:
+    """The candidate meets the bounds: nothing can place more pods or cost less."""
+    assert candidate.verdict is not None
+    objective = float(candidate.verdict.terms.get("total", 0.0))
+    return _honest_status(snapshot, candidate, bounds, objective)[0] == "OPTIMAL"
 
 
 def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
@@ -269,7 +294,10 @@ def _level_bounds(snapshot: Snapshot, levels: LevelsResult) -> _Bounds:
         for m in snapshot.pending
         if not m.pod.deleting and m.shard_key not in levels.unplaceable
     }
-    return _Bounds(levels.unplaced_bound, float(levels.soft_bound), solvable, True)
+    # With a master majority already short somewhere, the soft bound only speaks of plans that
+    # shorten it as far as level one did; say nothing rather than something too strong.
+    soft = float(levels.soft_bound) if levels.shortfall == 0 else 0.0
+    return _Bounds(levels.unplaced_bound, soft, solvable, True)
 
 
 def _honest_status(
@@ -301,13 +329,13 @@ small clusters, where its proof of optimality takes a fraction of a second."""
 def _exact_classes(
     snapshot: Snapshot,
     policy: Policy,
-    candidates: list[_Candidate],
+    start: _Candidate,
     until: float,
     workers: int,
     seed: int,
     options: SolveOptions,
 ) -> tuple[_Candidate, _Bounds] | None:
-    """On a small cluster, the whole class model, started from the levels' placement."""
+    """On a small cluster, the whole class model, started from the best placement so far."""
     if time.monotonic() + 0.1 >= until:
         return None
     problem = build_problem(snapshot, policy, "place", max_variables=None)
@@ -320,7 +348,7 @@ def _exact_classes(
         ClassOptions(
             time_limit=until - time.monotonic(), workers=workers, seed=seed, relative_gap=gap
         ),
-        candidates[-1].placement if options.hint else None,
+        start.placement if options.hint else None,
     )
     if solution.status not in ("OPTIMAL", "FEASIBLE"):
         return None

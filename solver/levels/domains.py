@@ -140,12 +140,15 @@ class LevelSolution:
     objective: int
     bound: int
     big: int
+    big_short: int
     proven: bool
 
-    def lower_bounds(self) -> tuple[int, int]:
-        """(unplaced pods, soft cost when exactly that many are unplaced): valid lower bounds."""
-        unplaced = self.bound // self.big
-        return unplaced, self.bound - unplaced * self.big
+    def lower_bounds(self) -> tuple[int, int, int]:
+        """(unplaced pods, majority shortfall, soft cost): valid lower bounds, lexicographically
+        (the soft bound holds for placements that meet the first two)."""
+        unplaced, rest = divmod(self.bound, self.big)
+        shortfall, soft = divmod(rest, self.big_short)
+        return unplaced, shortfall, soft
 
 
 # --------------------------------------------------------------------------- patterns
@@ -269,6 +272,7 @@ class _PatternJudge:
         # alive at least, on distinct hosts, whatever the level.
         if (
             self.survive != "none"
+            and bundle.whole
             and placed_any
             and sum(placed_per_child.values()) + len(bundle.stays) < 2
         ):
@@ -419,6 +423,8 @@ class _Model:
     levels: list[tuple[int, cp_model.IntVar]] = field(default_factory=list)
     terms: list[tuple[int, object]] = field(default_factory=list)
     unplaced_terms: list[object] = field(default_factory=list)
+    shortfalls: list[tuple[object, int]] = field(default_factory=list)
+    """(variable, upper bound): how far a domain already short of a master majority stays short."""
 
 
 def _ceiling_sum(
@@ -466,7 +472,17 @@ def solve_level(
         pods = len(bt.bundles[0].members)
         unplaced_pods.append(pods * (n - placed))
 
-    # Capacity per child, at the chosen ceiling.
+    # Capacity per child, at the chosen ceiling. Room beyond what the whole batch could use is
+    # cut to that, so any valid quantity (an exabyte node) keeps the coefficients small.
+    members_of_kind: Counter[int] = Counter()
+    for bt in types:
+        for kind in bt.bundles[0].kinds:
+            members_of_kind[kind] += len(bt.bundles)
+    most = {
+        r: 1
+        + sum(n * rooms.kinds[k].requests[r] // rooms.units[r] for k, n in members_of_kind.items())
+        for r in (CPU, MEMORY, PODS)
+    }
     for ci, child in enumerate(children):
         nodes = list(child.nodes)
         demand: dict[int, list[object]] = defaultdict(list)
@@ -480,18 +496,24 @@ def solve_level(
                     if role is Role.MASTER:
                         master_demand[kind].append(n * m.x[(bt.index, pi)])
         for kind, parts in demand.items():
-            table = _sliced(rooms.table(nodes, kind), base, ceilings)
+            table = _capped(
+                _sliced(rooms.table(nodes, kind), base, ceilings), members_of_kind[kind]
+            )
             model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
         for kind, parts in master_demand.items():
             table = _sliced(rooms.table(nodes, kind, master=True), base, ceilings)
+            table = _capped(table, members_of_kind[kind])
             model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
         all_masters = [p for parts in master_demand.values() for p in parts]
         if len(master_demand) > 1:
-            room = sum(max(0, rooms.cap - rooms.nodes[i].masters) for i in nodes)
+            room = min(
+                sum(max(0, rooms.cap - rooms.nodes[i].masters) for i in nodes),
+                sum(members_of_kind.values()),
+            )
             model.add(sum(all_masters, 0) <= room)
         if len(demand) > 1:
             units = rooms.units
-            memory = _sliced(rooms.memory_table(nodes), base, ceilings)
+            memory = _capped(_sliced(rooms.memory_table(nodes), base, ceilings), most[MEMORY])
             need = [
                 (rooms.kinds[k].requests[MEMORY] // units[MEMORY]) * p
                 for k, parts in demand.items()
@@ -504,15 +526,19 @@ def solve_level(
                     for k, parts in demand.items()
                     for p in parts
                 ]
-                model.add(sum(need, 0) <= rooms.total(nodes, resource))
+                model.add(sum(need, 0) <= min(rooms.total(nodes, resource), most[resource]))
 
     # Masters per Redis cluster and child: survive's majority and the survival cost.
     _cluster_rules(m, spec, types, policy)
 
     m.terms.append((load_weight, m.t))
     upper = _soft_upper_bound(spec, types, policy, t_high)
-    big = upper + 1
+    # Lexicographic: unplaced pods, then shortfalls of a master majority (a hard rule the
+    # running pods already break), then the soft terms.
+    big_short = upper + 1
+    big = big_short * (1 + sum(u for _, u in m.shortfalls))
     terms = [(weight, expr) for weight, expr in m.terms if weight]
+    terms += [(big_short, short) for short, _ in m.shortfalls]
     soft = cp_model.LinearExpr.weighted_sum([e for _, e in terms], [w for w, _ in terms])
     model.minimize(big * sum(unplaced_pods, 0) + soft)
 
@@ -550,8 +576,13 @@ def solve_level(
         objective=objective,
         bound=min(bound, objective),
         big=big,
+        big_short=big_short,
         proven=code == cp_model.OPTIMAL,
     )
+
+
+def _capped(table: list[int], most: int) -> list[int]:
+    return [min(v, most) for v in table]
 
 
 def _sliced(table: list[int], base: int, ceilings: list[int]) -> list[int]:
@@ -591,13 +622,26 @@ def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: 
                 active = model.new_bool_var(f"active[{cluster}]")
                 model.add(sum(new_total, 0) >= 1).only_enforce_if(active)
                 model.add(sum(new_total, 0) == 0).only_enforce_if(active.negated())
-            for c in children:
-                allowed = max(-1, 2 * fixed[c] - fixed_total) if fixed_total else -1
-                if not new_in[c]:
-                    continue
-                ct = model.add(2 * masters_in[c] - total <= allowed)
-                if active is not None:
-                    ct.only_enforce_if(active)
+            domains: list[tuple[int | None, object, int]] = [
+                (c, masters_in[c], fixed[c]) for c in children if new_in[c] or fixed[c]
+            ]
+            outside = spec.fixed_outside_max.get(cluster, 0)
+            if outside:
+                domains.append((None, outside, outside))
+            bundles = sum(len(bt.bundles) for bt in cluster_types)
+            for c, inside, fixed_here in domains:
+                if fixed_total and 2 * fixed_here - fixed_total >= 0:
+                    # What runs already breaks the rule here: never worse than now, and as
+                    # little short of a majority as the placement can make it.
+                    upper = 2 * (fixed_here + bundles) + 1
+                    short = model.new_int_var(0, upper, f"short[{cluster},{c}]")
+                    model.add(short >= 2 * inside - total + 1)
+                    model.add(short <= 2 * fixed_here - fixed_total + 1)
+                    m.shortfalls.append((short, upper))
+                elif c is not None and new_in[c]:
+                    ct = model.add(2 * inside - total <= -1)
+                    if active is not None:
+                        ct.only_enforce_if(active)
         # survive at any level: one domain holds a master at least, so a strict majority
         # outside it needs three masters or more.
         if survive != "none" and spec.masters_total is None and not fixed_total and new_total:
@@ -672,7 +716,7 @@ def _decode(
             count = int(solver.value(m.x[(bt.index, pi)]))
             for bundle in bundles[cursor : cursor + count]:
                 _assign(bundle, pattern, assignment)
-                if pattern.unplaced:
+                if pattern.unplaced == len(bundle.members):
                     unplaced.add(bundle.shard.key)
             cursor += count
         for bundle in bundles[cursor:]:

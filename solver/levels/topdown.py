@@ -49,6 +49,9 @@ class LevelsResult:
     soft_bound: int
     """The soft objective of any placement that leaves exactly ``unplaced_bound`` pods
     unplaced is at least this (valid lower bound)."""
+    shortfall: int
+    """Domains already short of a master majority stay at least this short in all (the soft
+    bound assumes this minimum)."""
     proven: bool
     """Level one proved its optimum (its bound is tight)."""
     zone_status: str
@@ -95,8 +98,8 @@ def place_by_levels(
         options.relaxed,
     )
     seconds["zones"] = time.monotonic() - tick
-    unplaced_bound, soft_bound = (
-        zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0)
+    unplaced_bound, shortfall, soft_bound = (
+        zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0, 0)
     )
     soft_bound += _fixed_constants(snapshot, policy)
 
@@ -111,8 +114,20 @@ def place_by_levels(
     tick = time.monotonic()
     by_rack: dict[str, tuple[str, Role]] = {}
     zones = sorted({zone for zone, _ in by_zone.values()})
+    rack_rules = policy.rules.survive == "rack"
+    zone_scope: set[str] = set()
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
+        if not rack_rules and not any(_members_in(s, by_zone, zone) > 1 for s in shards):
+            # Every shard has one member here at most: no rack rule is in play, and packing
+            # the zone's nodes directly balances them best.
+            zone_scope.add(zone)
+            for s in shards:
+                for m in s.pending:
+                    where = by_zone.get(m.key)
+                    if where is not None and where[0] == zone:
+                        by_rack[m.key] = (_ZONE_SCOPE + zone, where[1])
+            continue
         _, rsol = solve_racks(
             zone,
             by_zone,
@@ -160,7 +175,11 @@ def place_by_levels(
             shard_of[member.key] = shard
     placement = Placement()
     for rack in sorted(arrivals):
-        placed, missing = pack(use, rooms.by_rack.get(rack, []), arrivals[rack])
+        if rack.startswith(_ZONE_SCOPE):
+            nodes = rooms.by_zone.get(rack[len(_ZONE_SCOPE) :], [])
+        else:
+            nodes = rooms.by_rack.get(rack, [])
+        placed, missing = pack(use, nodes, arrivals[rack])
         for a in missing:
             failed.add(a.member.shard_key)
         for key, index in placed.items():
@@ -185,14 +204,25 @@ def place_by_levels(
         unplaceable=shapes.unplaceable,
         unplaced_bound=unplaced_bound,
         soft_bound=soft_bound,
+        shortfall=shortfall,
         proven=zsol.proven,
         zone_status=zsol.status,
         seconds=seconds,
     )
 
 
+_ZONE_SCOPE = "\0zone:"
+"""Prefix of a packing scope that is a whole zone rather than one rack."""
+
+
 def _touches(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> bool:
     return any(by_zone.get(m.key, ("",))[0] == zone for m in shard.pending)
+
+
+def _members_in(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> int:
+    """The shard's members in the zone: those placed there and those that stay there."""
+    placed = sum(1 for m in shard.pending if by_zone.get(m.key, ("",))[0] == zone)
+    return placed + sum(1 for f in shard.fixed if f.node.zone == zone)
 
 
 def _masters_total(shapes: Shapes, by_zone: dict[str, tuple[str, Role]]) -> dict[str, int]:
