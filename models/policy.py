@@ -57,15 +57,15 @@ class Weights(Wire):
 
 
 class SolverOptions(Wire):
-    time_limit_seconds: float = Field(default=10.0, gt=0)
+    time_limit_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     workers: int = Field(default=0, ge=0)
     """CP-SAT search workers; 0 is one per core, and at least 4 (its portfolio needs several)."""
-    relative_gap: float = Field(default=0.0, ge=0, lt=1)
+    relative_gap: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
 
 
 class Permit(Wire):
-    wait_seconds: float = Field(default=30.0, ge=0)
-    batch_window_seconds: float = Field(default=1.0, ge=0)
+    wait_seconds: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    batch_window_seconds: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     allow_partial_shards: bool = False
 
 
