@@ -6,6 +6,7 @@ only when the command is named (or listed), so ``--help`` of one never loads the
 """
 
 from importlib import import_module
+from typing import Any
 
 import click
 
@@ -19,6 +20,12 @@ COMMANDS = {
 
 
 class _Commands(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Through the one error path that every command shares (placer.commands.options)."""
+        from placer.commands.options import run_main
+
+        return run_main(super().main, *args, **kwargs)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -34,3 +41,4 @@ class _Commands(click.Group):
 @click.version_option(package_name="redis-placer")
 def main() -> None:
     """Place Redis Cluster shards on Kubernetes with a constraint solver (OR-tools CP-SAT)."""
+

@@ -13,7 +13,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance.command import _limit, change_list
+from placer.rebalance.changes import change_list, limit_changes
 from tests.kube_dicts import node, redis_pod
 
 
@@ -175,6 +175,6 @@ def test_a_moving_master_is_failed_over_to_a_replica_that_stays_first() -> None:
         ("move", "default/r-0-0", "default/r-0-0"),
         ("move", "default/r-0-2", None),
     ]
-    without_failovers = _limit(changes, max_failovers=0, max_moves=10)
+    without_failovers = limit_changes(changes, max_failovers=0, max_moves=10)
     assert [c.get("pod") for c in without_failovers] == ["default/r-0-2"]  # the master stays
     assert [c["kind"] for c in change_list(plan)] == ["move", "move"]  # no roles known, no guard

@@ -1,6 +1,5 @@
 """``redis-placer plan``: solve the placement of the pending pods and print the plan."""
 
-import sys
 from typing import cast
 
 import click
@@ -8,13 +7,16 @@ import click
 from models.plan import Mode
 from placer.commands.options import (
     StderrProgress,
+    completed,
     emit,
-    exit_code,
+    finish,
     load_inputs,
     output_option,
+    plan_exit_code,
     time_limit_option,
     with_source,
 )
+from placer.rebalance.changes import guarded_plan
 from solver.solve import SolveOptions, solve
 
 
@@ -28,7 +30,7 @@ from solver.solve import SolveOptions, solve
     help="place: running pods stay, pending pods are placed. rebalance: running pods may move and masters may fail over.",
 )
 @output_option
-@time_limit_option
+@time_limit_option()
 @click.option(
     "--workers",
     type=click.IntRange(min=0),
@@ -40,18 +42,23 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     mode: str,
     output: str,
     time_limit: float | None,
     workers: int | None,
 ) -> None:
     """Solve the placement and print the plan."""
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     result = solve(
         snapshot,
         policy,
         cast(Mode, mode),
         SolveOptions(time_limit=time_limit, workers=workers, progress=StderrProgress()),
     )
+    if mode == "rebalance":
+        # As `rebalance` would carry it out: a moved master is failed over first.
+        result = guarded_plan(snapshot, policy, result)
+    result = completed(snapshot, policy, result)
     emit(result, snapshot, output)
-    sys.exit(exit_code(result))
+    finish(result.skipped, result.warnings, plan_exit_code(result))
