@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from placer.cli import main
 from tests.kube_dicts import node, redis_pod
+from tests.test_rebalance_cli import dump as two_masters_on_one_node
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -329,19 +330,8 @@ def test_no_report_prints_an_empty_zone_name(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- rebalance honesty
 
 
-def two_masters_on_one_node() -> list[dict[str, Any]]:
-    return [
-        node("n1", "a", "a1", memory="64Gi", cpu="16"),
-        node("n2", "b", "b1", memory="64Gi", cpu="16"),
-        redis_pod("r-0-0", "r", 0, "master", node="n1"),
-        redis_pod("r-0-1", "r", 0, "replica", node="n2"),
-        redis_pod("r-1-0", "r", 1, "master", node="n1"),
-        redis_pod("r-1-1", "r", 1, "replica", node="n2"),
-    ]
-
-
 def test_capped_rebalance_reports_what_remains(tmp_path: Path) -> None:
-    dump = write(tmp_path, two_masters_on_one_node())
+    dump = two_masters_on_one_node(tmp_path)
     capped = ["rebalance", "-f", dump, "--max-moves", "0", "--max-failovers", "0"]
     table = run(capped)
     assert table.exit_code == 1, table.output
