@@ -349,16 +349,14 @@ def test_capped_rebalance_reports_what_remains(tmp_path: Path) -> None:
 
 
 def moving_master() -> list[dict[str, Any]]:
-    """n1 is tainted NoExecute under shard 0's master: the plan must take the master off it."""
-    nodes = [
-        node("n1", "a", "a1", taints=["gone:NoExecute"]),
-        node("n2", "b", "b1"),
-        node("n3", "c", "c1"),
-        node("n4", "a", "a2"),
-    ]
+    """Shard 0's master shares n1 with its replica, which a nodeSelector holds there: the master
+    must leave n1, and a running master leaves only after a failover."""
+    nodes = [node("n1", "a", "a1"), node("n2", "b", "b1"), node("n3", "c", "c1")]
+    nodes.append(node("n4", "a", "a2"))
+    pinned: dict[str, Any] = {"nodeSelector": {"kubernetes.io/hostname": "n1"}}
     pods = [
         redis_pod("r-0-0", "r", 0, "master", node="n1"),
-        redis_pod("r-0-1", "r", 0, "replica", node="n2"),
+        redis_pod("r-0-1", "r", 0, "replica", node="n1", **pinned),
         redis_pod("r-1-0", "r", 1, "master", node="n3"),
         redis_pod("r-1-1", "r", 1, "replica", node="n2"),
         redis_pod("r-2-0", "r", 2, "master", node="n2"),
