@@ -86,6 +86,9 @@ class Plan(Wire):
     worst_domain_loss: list[DomainLoss] = []
     skipped: list[SkippedInput] = []
     objective_terms: dict[str, float] = {}
+    warnings: list[str] = []
+    """Odd but usable input and risks no rule covers (a Redis cluster with fewer than 3
+    masters), in words; the command line also prints them on stderr."""
 
     @property
     def hard_violations(self) -> list[Violation]:

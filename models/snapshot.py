@@ -24,6 +24,10 @@ class Snapshot(Value):
     other_pods: tuple[Pod, ...] = ()
     """Bound pods that are not managed Redis pods: they consume node capacity."""
     issues: tuple[Issue, ...] = ()
+    skipped_members: tuple[Member, ...] = ()
+    """Members of shards left out because their roles contradict (two masters, a running pod
+    without a role): never planned (their running pods are in ``other_pods`` as load), but
+    judged by the audit, which must see a shard running two masters."""
 
     @cached_property
     def node_by_name(self) -> dict[str, Node]:

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from models.errors import InputError
 from placer.binder.loop import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
-from placer.commands.options import context_option, kubeconfig_option
+from placer.commands.options import context_option, kubeconfig_option, time_limit_option
 from placer.inputs.files import read_policy
+from placer.inputs.live import connect
 from placer.metrics import Metrics, MetricsServer
 
 
@@ -34,11 +34,9 @@ from placer.metrics import Metrics, MetricsServer
 @click.option("--namespace", default=None, help="Watch one namespace (default: all).")
 @context_option
 @kubeconfig_option
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.1),
+@time_limit_option(
     default=DEFAULT_BINDER_TIME_LIMIT,
-    show_default=True,
+    minimum=0.1,
     help="Seconds per batch solve. The gate holds pods while it solves, so this is shorter "
     "than the policy's solver.timeLimitSeconds (used by plan and rebalance); the plan is the "
     "best found in time, never worse than the greedy baseline it starts from.",
@@ -64,16 +62,13 @@ def command(
     solver: str,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
-    from placer.kube.adapter import KubernetesAdapter, default_instance
-    from placer.kube.config import KubeConfigError, load_api_client
+    from placer.kube.adapter import default_instance
     from placer.kube.leader import run_with_leader_election
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        policy = read_policy(policy_path)
-        client = load_api_client(kubeconfig, context)
-    except (InputError, KubeConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
+    policy = read_policy(policy_path)
+    adapter = connect(kubeconfig, context)
+    client = adapter.api_client
     metrics = Metrics()
     config = BinderConfig(
         enforce=enforce,  # type: ignore[arg-type]
@@ -81,7 +76,7 @@ def command(
         solver=solver,  # type: ignore[arg-type]
         time_limit=time_limit,
     )
-    binder = Binder(KubernetesAdapter(client), policy, config, metrics)
+    binder = Binder(adapter, policy, config, metrics)
     stop = threading.Event()
 
     def on_signal(*_: Any) -> None:
