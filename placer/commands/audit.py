@@ -49,6 +49,10 @@ def command(
                 "\ninput issues:\n"
                 + "\n".join(f"  [{s.severity}] {s.object}: {s.message}" for s in report.skipped)
             )
+    elif output in ("html", "map"):
+        from placer.output.pictures import audit_picture
+
+        click.echo(audit_picture(report, snapshot, output))
     else:
         click.echo(render.as_document(report, output))
     if any(s.severity == "error" for s in report.skipped):

@@ -18,7 +18,7 @@ from placer.inputs.files import read_policy, snapshot_from_file
 from placer.output import render
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
-OUTPUTS = click.Choice(["table", "json", "yaml"])
+OUTPUTS = click.Choice(["table", "json", "yaml", "html", "map"])
 
 
 def fail(message: str) -> NoReturn:
@@ -70,6 +70,10 @@ def exit_code(plan: Plan) -> int:
 def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
     if output == "table":
         click.echo(render.plan_table(plan, snapshot))
+    elif output in ("html", "map"):
+        from placer.output.pictures import plan_picture
+
+        click.echo(plan_picture(plan, snapshot, output))
     else:
         click.echo(render.as_document(plan, output))
 
