@@ -27,6 +27,8 @@ VIOLATION = "#d62728"
 WORST = "#222222"
 DOWN_FILL = "#d9d9d9"
 EMPTY_FILL = "#eef0f3"
+ARRIVES = {"place": " +", "move": " ↦"}
+"""Suffix of a chip whose pod the plan places (new) or moves there."""
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif"
 
 CSS = """
@@ -154,8 +156,9 @@ def _card(svg: _Svg, node: NodeView, x: float, y: float, palette: dict[str, str]
         )
         name = m.cluster.split("/")[-1]
         text = f"{'M' if master else 'r'} {name}/{m.shard}"
-        if len(text) > 20:
-            text = text[:19] + "…"
+        if len(text) > 18:
+            text = text[:17] + "…"
+        text += ARRIVES.get(m.action, "")
         svg.add(
             f'<text x="{x + 9:.1f}" y="{cy + 9.5:.1f}" font-size="10" '
             f'fill="{"#fff" if master else "#1d232a"}" style="{FONT}">{escape(text)}</text>'
@@ -277,6 +280,7 @@ def _legend(palette: dict[str, str]) -> str:
     items.append(
         f'<span><i class="sw" style="border:2px solid {VIOLATION}"></i>hard violation</span>'
     )
+    items.append("<span>+ placed, ↦ moved by the plan</span>")
     items.append(f'<span><i class="sw" style="background:{DOWN_FILL}"></i>lost (drill)</span>')
     items.append(
         f'<span><i class="sw" style="border:2px dashed {WORST}"></i>worst single failure</span>'
