@@ -1,6 +1,6 @@
 """The ``redis-placer`` command line: one group, each command in the module of its use.
 
-``plan``, ``audit``, ``demo``, ``drill`` and ``headroom`` (on demand) live in ``placer/commands/``, ``binder`` in
+``plan``, ``audit``, ``demo``, ``drill``, ``headroom`` and ``pdbs`` (on demand) live in ``placer/commands/``, ``binder`` in
 ``placer/binder/`` and ``rebalance`` in ``placer/rebalance/``. A command's module is imported
 only when the command is named (or listed), so ``--help`` of one never loads the others.
 """
@@ -15,6 +15,7 @@ COMMANDS = {
     "demo": "placer.commands.demo",
     "drill": "placer.commands.drill",
     "headroom": "placer.commands.headroom",
+    "pdbs": "placer.commands.pdbs",
     "binder": "placer.binder.command",
     "rebalance": "placer.rebalance.command",
 }
