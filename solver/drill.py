@@ -32,7 +32,7 @@ from models.drill import (
 )
 from models.errors import InputError
 from models.plan import Plan, SkippedInput
-from models.policy import LEVELS, Level, Policy
+from models.policy import LEVELS, Level
 from models.snapshot import Snapshot
 from solver.check import FinalMember, final_members, keep_plan
 
@@ -243,7 +243,6 @@ def _damage(failure: Failure) -> tuple[float, ...]:
 
 def drill(
     snapshot: Snapshot,
-    policy: Policy,
     outages: Sequence[Outage],
     plan: Plan | None = None,
     *,
@@ -255,7 +254,7 @@ def drill(
 
     ``offsets``: pod key -> replication offset (replicas), ``slots``: pod key -> hash slots
     served (masters), both as read from Redis; without them promotions go by pod name and slots
-    are not counted. ``policy`` is the one the snapshot was read with (its labels and topology).
+    are not counted.
     """
     p = _Placement.of(snapshot, plan or keep_plan(snapshot))
     index = _nodes_down(snapshot)

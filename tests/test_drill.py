@@ -48,7 +48,7 @@ def three_zones() -> Snapshot:
 
 def test_losing_zone_a_takes_two_of_three_masters_and_the_majority() -> None:
     snap = three_zones()
-    report = drill(snap, Policy(), [resolve_outage(snap, [("zone", "zone-a")])])
+    report = drill(snap, [resolve_outage(snap, [("zone", "zone-a")])])
     (failure,) = report.failures
     assert (failure.level, failure.domain, failure.nodes_lost) == ("zone", "zone-a", ["a1", "a2"])
     (cache,) = failure.clusters  # web has no member in zone-a
@@ -71,7 +71,7 @@ def test_losing_zone_a_takes_two_of_three_masters_and_the_majority() -> None:
 
 def test_losing_zone_c_promotes_the_reachable_replica() -> None:
     snap = three_zones()
-    report = drill(snap, Policy(), [resolve_outage(snap, [("zone", "zone-c")])])
+    report = drill(snap, [resolve_outage(snap, [("zone", "zone-c")])])
     (failure,) = report.failures
     cache, web = failure.clusters
     assert (cache.masters_lost, cache.majority_kept, cache.state) == (1, True, "ok")
@@ -87,7 +87,7 @@ def test_every_zone_in_turn_worst_first() -> None:
     snap = three_zones()
     outages = every_domain(snap, None, "zone")
     assert [o[0].domain for o in outages] == ["zone-a", "zone-b", "zone-c"]
-    report = drill(snap, Policy(), outages)
+    report = drill(snap, outages)
     # zone-b holds web's only master: a one-master cluster has no majority left to promote.
     assert [f.domain for f in report.failures] == ["zone-a", "zone-b", "zone-c"]
     assert [f.loses_data_or_majority for f in report.failures] == [True, True, False]
@@ -107,7 +107,7 @@ def test_a_shard_inside_the_lost_domain_is_lost() -> None:
         redis_pod("k-2-1", "k", 2, "replica", node="b1"),
     ]
     snap = snapshot(nodes, pods)
-    (failure,) = drill(snap, Policy(), [resolve_outage(snap, [("zone", "za")])]).failures
+    (failure,) = drill(snap, [resolve_outage(snap, [("zone", "za")])]).failures
     (k,) = failure.clusters
     assert (k.masters_lost, k.majority_kept, k.shards_lost, k.unavailable_shards) == (
         1,
@@ -136,12 +136,12 @@ def replicated_twice() -> Snapshot:
 def test_promotion_goes_by_name_without_offsets_and_by_offset_with_them() -> None:
     snap = replicated_twice()
     outage = [resolve_outage(snap, [("host", "0")])]
-    by_name = drill(snap, Policy(), outage)
+    by_name = drill(snap, outage)
     assert [p.to for p in by_name.failures[0].clusters[0].promotions] == ["default/s-0-b"]
     assert "first by pod name" in by_name.promotion_rule
     offsets = {"default/s-0-b": 100, "default/s-0-c": 250}
     slots = {"default/s-0-a": 5000, "default/s-1-a": 6000, "default/s-2-a": 5384}
-    by_offset = drill(snap, Policy(), outage, offsets=offsets, slots=slots, roles="redis")
+    by_offset = drill(snap, outage, offsets=offsets, slots=slots, roles="redis")
     (promotion,) = by_offset.failures[0].clusters[0].promotions
     assert (promotion.to, promotion.offset) == ("default/s-0-c", 250)
     assert "highest replication offset" in by_offset.promotion_rule
@@ -153,7 +153,7 @@ def test_slots_of_unavailable_shards_are_counted() -> None:
     slots = {"default/s-0-a": 5000, "default/s-1-a": 6000, "default/s-2-a": 5384}
     # Hosts 1 and 2 together: two of three masters gone, no failover for shards 1 and 2.
     outage = resolve_outage(snap, [("host", "1"), ("host", "2")])
-    (failure,) = drill(snap, Policy(), [outage], slots=slots).failures
+    (failure,) = drill(snap, [outage], slots=slots).failures
     assert (failure.level, failure.domain) == ("host+host", "1+2")
     (s,) = failure.clusters
     assert s.unavailable_shards == ["1", "2"] and s.slots_unavailable == 11384
@@ -167,9 +167,9 @@ def test_a_plans_placement_can_be_drilled() -> None:
     policy = Policy.model_validate({"rules": {"survive": "zone"}})
     plan = solve(snap, policy, "place", SolveOptions(time_limit=5))
     assert not plan.unplaced
-    running = drill(snap, policy, every_domain(snap, None, "zone"))
+    running = drill(snap, every_domain(snap, None, "zone"))
     assert running.failures == [] and len(running.left_out) == 6 and running.members == 0
-    planned = drill(snap, policy, every_domain(snap, plan, "zone"), plan)
+    planned = drill(snap, every_domain(snap, plan, "zone"), plan)
     assert planned.placement == "plan" and planned.members == 6 and planned.left_out == []
     assert len(planned.failures) == 3
     assert not any(f.loses_data_or_majority for f in planned.failures)

@@ -209,7 +209,7 @@ def command(
             outages = every_domain(snapshot, plan, checked)
     except InputError as exc:
         fail(str(exc))
-    report = drill(snapshot, policy, outages, plan, offsets=offsets, slots=slots, roles=roles_from)
+    report = drill(snapshot, outages, plan, offsets=offsets, slots=slots, roles=roles_from)
     if report.members == 0:
         fail(
             f"nothing to drill: no Redis pod has a node ({len(report.left_out)} pending or "

@@ -246,23 +246,18 @@ def panel_svg(scene: Scene, width: float, palette: dict[str, str]) -> str:
         svg.parts.extend(body)
         _frame(svg, zone_mark, x0, y0, inner, zone_h)
         column_y[col] = y0 + zone_h + 8
-    height = max(column_y) + 4
     notes = [m for m in scene.marks if m.kind == "worst"]
     top = 22 * len(notes)
-    for i, mark in enumerate(notes):
-        svg.parts.insert(
-            i,
-            f'<text x="6" y="{14 + 22 * i}" font-size="12" fill="{WORST}" style="{FONT}">'
-            f"{escape(mark.text)} ({escape(mark.level)} {escape(mark.domain)}, dashed frame)"
-            "</text>",
-        )
-    height += top
-    body_svg = "".join(svg.parts[: len(notes)]) + (
-        f'<g transform="translate(0,{top})">{"".join(svg.parts[len(notes) :])}</g>'
+    header = "".join(
+        f'<text x="6" y="{14 + 22 * i}" font-size="12" fill="{WORST}" style="{FONT}">'
+        f"{escape(m.text)} ({escape(m.level)} {escape(m.domain)}, dashed frame)</text>"
+        for i, m in enumerate(notes)
     )
+    height = max(column_y) + 4 + top
     return (
         f'<svg class="placement" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img">{body_svg}</svg>'
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img">{header}'
+        f'<g transform="translate(0,{top})">{"".join(svg.parts)}</g></svg>'
     )
 
 
