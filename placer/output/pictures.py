@@ -73,7 +73,10 @@ def plan_picture(plan: Plan, snapshot: Snapshot, fmt: str, title: str = "redis-p
         plan,
         "placement after the plan",
         marks=worst_mark(plan.worst_domain_loss, snapshot),
-        caption=[_counts(plan.violations)],
+        caption=[
+            _counts(plan.violations)
+            + (f"; {len(plan.unplaced)} pod(s) unplaced (not drawn)" if plan.unplaced else "")
+        ],
     )
     return _render(
         fmt,
