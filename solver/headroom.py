@@ -4,10 +4,11 @@ Capacity alone gives upper bounds, each valid on its own: per resource (memory, 
 with the members of a shard on distinct hosts and, under ``survive``, at most ``size - 1`` of
 them in any one domain; master slots (``maxMastersPerNode`` minus the masters running); under
 ``survive``, a strict master majority outside every domain. The smallest, ``U``, is the number
-of candidate shards given to the solver, once, as pending members (``solver.solve.solve``): its
-objective puts unplaced pods first, so an OPTIMAL plan proves that no more of them fit, and a
-plan that places all ``U`` is proven by the bound. Otherwise the answer is FEASIBLE with ``U``
-as its bound.
+of candidate shards given to the solver, once, as pending members (``solver.solve.solve``). A
+plan that places all ``U`` is proven by the bound; an OPTIMAL plan proves that no more fit (the
+solver says OPTIMAL only when no placement places more pods); otherwise the plan's
+``unplacedBound`` (pods any plan must leave out) gives the bound, and the answer is OPTIMAL
+when that bound is met, FEASIBLE with it when not.
 
 What binds first is the smallest bound when the solver reaches it; when the rules together
 stop it earlier, the resources left with no room for one more member after the plan, per zone.
@@ -23,8 +24,8 @@ from models.plan import Plan, Status
 from models.policy import Level, Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
+from solver.check import check_plan, keep_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
-from solver.problem import DEFAULT_MAX_VARIABLES
 from solver.solve import SolveOptions, solve
 
 MAX_CANDIDATES = 400
@@ -293,10 +294,32 @@ def _exhausted(
     return "shard-spread: the members of a shard on distinct hosts, with the room left"
 
 
-def _placed_shards(plan: Plan, new: Sequence[Member]) -> int:
+def _broken(plan: Plan, base: Snapshot, policy: Policy, new: Sequence[Member]) -> set[str]:
+    """Candidate pods in a hard violation of the plan. A survive violation of a Redis cluster
+    that the running pods already break is the running pods' doing (the rule then asks for no
+    worse than now), not the candidates'."""
+    members = {m.key: m for m in base.members}
+    already = {
+        members[p].cluster
+        for v in check_plan(base, policy, keep_plan(base))
+        if v.rule == "survive" and v.severity == "hard"
+        for p in v.pods
+        if p in members
+    }
+    keys = {m.key for m in new}
+    cluster_of = {m.key: m.cluster for m in new} | {k: m.cluster for k, m in members.items()}
+    broken: set[str] = set()
+    for v in plan.hard_violations:
+        clusters = {cluster_of[p] for p in v.pods if p in cluster_of}
+        if v.rule == "survive" and clusters and clusters <= already:
+            continue
+        broken |= keys & set(v.pods)
+    return broken
+
+
+def _placed_shards(plan: Plan, new: Sequence[Member], broken: set[str]) -> int:
     unplaced = {u.pod for u in plan.unplaced}
     node_of = {a.pod: a.node for a in plan.assignments}
-    broken = {p for v in plan.hard_violations for p in v.pods}
     shards: dict[str, bool] = {}
     for m in new:
         ok = bool(node_of.get(m.key)) and m.key not in unplaced and m.key not in broken
@@ -340,42 +363,31 @@ def headroom(
     count = min(upper, MAX_CANDIDATES)
     new = candidates(base, strict, shape, count)
     trial = base.model_copy(update={"members": (*running, *new)})
-    opts = options or SolveOptions()
-    plan = solve(
-        trial,
-        strict,
-        "place",
-        SolveOptions(
-            time_limit=opts.time_limit,
-            workers=opts.workers,
-            relative_gap=opts.relative_gap,
-            progress=opts.progress,
-        ),
-    )
-    placed = _placed_shards(plan, new)
+    plan = solve(trial, strict, "place", options or SolveOptions())
+    broken = _broken(plan, base, strict, new)
+    placed = _placed_shards(plan, new, broken)
     keys = {m.key for m in new}
     why = list(
         dict.fromkeys([*plan.explanation, *(u.reason for u in plan.unplaced if u.pod in keys)])
     )
-    accepting = sum(1 for n in base.nodes if node_accepts_new_pods(n))
-    # Above DEFAULT_MAX_VARIABLES decision variables the solver keeps only some candidate nodes,
-    # and its OPTIMAL is then about that smaller model: no proof for the full cluster.
-    whole_model = 2 * count * accepting <= DEFAULT_MAX_VARIABLES
-    status: Status
-    note = ""
-    after = [*running, *_placed_members(plan, new)]
-    if placed == upper:
-        status, bound, limited = "OPTIMAL", upper, first
-    elif placed < count and plan.status == "OPTIMAL" and whole_model:
-        status, bound = "OPTIMAL", placed
-        limited = _exhausted(trial, strict, shape, after, why)
+    # The solver proves how few pending pods any plan must leave unplaced: the shards beyond
+    # what the rest allows cannot fit. With all candidates placed, only the bound speaks.
+    if placed < count:
+        proven = (count * shape.size - plan.unplaced_bound) // shape.size
+        trusted = plan.status == "OPTIMAL" and not broken
+        bound = placed if trusted else max(placed, min(upper, proven))
     else:
-        status, bound = "FEASIBLE", upper
-        limited = first if placed == count else _exhausted(trial, strict, shape, after, why)
+        bound = upper
+    status: Status = "OPTIMAL" if bound == placed else "FEASIBLE"
+    after = [*running, *_placed_members(plan, new)]
+    # All candidates placed: the smallest bound is what binds (reached, or not yet tried).
+    limited = first if placed == count else _exhausted(trial, strict, shape, after, why)
+    note = ""
+    if status == "FEASIBLE":
         note = (
             f"{count} candidate shards were tried (at most {MAX_CANDIDATES})"
             if placed == count
-            else f"the solver stopped at {plan.status} without proving that no more fit"
+            else f"the solver stopped ({plan.status}) without proving that no more fit"
         )
     return Headroom(
         shards=placed,

@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 
 import click
 import yaml
@@ -16,6 +17,7 @@ from placer.commands.options import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     StderrProgress,
+    deadline_of,
     fail,
     load_inputs,
     time_limit_option,
@@ -142,6 +144,7 @@ def command(
 ) -> None:
     """How many more shards of this shape fit with every hard rule kept (survive included),
     proven by the solver, and which resource or rule binds first."""
+    started = time.monotonic()
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
     if not snapshot.nodes:
         fail("nothing to judge: the input has no nodes")
@@ -149,9 +152,11 @@ def command(
         shape = build_shape(snapshot, shard_size, cpu, memory, cluster)
     except InputError as exc:
         fail(str(exc))
-    answer = headroom(
-        snapshot, policy, shape, SolveOptions(time_limit=time_limit, progress=StderrProgress())
-    )
+    with StderrProgress(started) as progress:
+        deadline = deadline_of(started, time_limit, policy, snapshot)
+        answer = headroom(
+            snapshot, policy, shape, SolveOptions(deadline=deadline, progress=progress)
+        )
     if output == "json":
         click.echo(json.dumps(answer.to_json_dict(), indent=2))
     elif output == "yaml":
