@@ -28,7 +28,7 @@ from solver.check import check_plan, keep_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
 from solver.solve import SolveOptions, solve
 
-MAX_CANDIDATES = 400
+MAX_CANDIDATES = 1000
 """At most this many candidate shards go into one solve; a larger bound is reported as such."""
 RESOURCES = ("memory", "cpu", "pods")
 LABELS = {"memory": "memory", "cpu": "cpu", "pods": "pod slots"}
