@@ -1,6 +1,7 @@
 """The ``redis-placer`` command line: one group, each command in the module of its use.
 
-``plan``, ``audit``, ``demo`` and ``policy`` (on demand) live in ``placer/commands/``, ``binder`` in
+``plan``, ``audit``, ``demo``, ``policy``, ``drill``, ``headroom`` and ``pdbs`` (on demand) live in
+``placer/commands/``, ``binder`` in
 ``placer/binder/`` and ``rebalance`` in ``placer/rebalance/``. A command's module is imported
 only when the command is named (or listed), so ``--help`` of one never loads the others.
 """
@@ -15,6 +16,9 @@ COMMANDS = {
     "policy": "placer.commands.policy",
     "audit": "placer.commands.audit",
     "demo": "placer.commands.demo",
+    "drill": "placer.commands.drill",
+    "headroom": "placer.commands.headroom",
+    "pdbs": "placer.commands.pdbs",
     "binder": "placer.binder.command",
     "rebalance": "placer.rebalance.command",
 }

@@ -48,6 +48,13 @@ from placer.metrics import Metrics, MetricsServer
     show_default=True,
     help="greedy: place each shard in turn, no optimisation (faster, for very large batches).",
 )
+@click.option(
+    "--manage-pdbs/--no-manage-pdbs",
+    default=False,
+    show_default=True,
+    help="Create a PodDisruptionBudget (maxUnavailable: 1) for each shard placed and delete it "
+    "with the shard; needs the RBAC of deploy/components/manage-pdbs.",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -60,6 +67,7 @@ def command(
     kubeconfig: str | None,
     time_limit: float,
     solver: str,
+    manage_pdbs: bool,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import default_instance
@@ -75,6 +83,7 @@ def command(
         namespace=namespace,
         solver=solver,  # type: ignore[arg-type]
         time_limit=time_limit,
+        manage_pdbs=manage_pdbs,
     )
     binder = Binder(adapter, policy, config, metrics)
     stop = threading.Event()

@@ -23,6 +23,7 @@ from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.binder.cache import ClusterCache, PodKey, pod_key_of
+from placer.binder.pdbs import PdbManager
 from placer.binder.permit import PermitDecision, decide, gangs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
@@ -53,6 +54,8 @@ class BinderConfig:
     retry_max_seconds: float = 60.0
     node_refresh_seconds: float = 30.0
     """How often StatefulSets (and, without a node watch, nodes) are listed again."""
+    manage_pdbs: bool = False
+    """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
 
 
 @dataclass
@@ -134,6 +137,11 @@ class Binder:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.cache = ClusterCache(adapter, self.config.namespace)
+        self.pdbs = (
+            PdbManager(adapter, policy, self.config.enforce, self.config.namespace)
+            if self.config.manage_pdbs
+            else None
+        )
         self.parse_cache = ParseCache()
         self._owners_sought: set[tuple[str, str]] = set()
         self._sets_read_at = float("-inf")
@@ -168,6 +176,12 @@ class Binder:
 
     def step(self, now: float | None = None) -> StepReport:
         now = self.clock() if now is None else now
+        report = self._decide(now)
+        if self.pdbs is not None:
+            self.pdbs.reconcile(self._read()[0], self.cache.statefulsets, now)
+        return report
+
+    def _decide(self, now: float) -> StepReport:
         report = StepReport()
         every = self.config.node_refresh_seconds
         if not self.cache.synced:

@@ -45,6 +45,10 @@ def command(
         click.echo(render.violations_table(violations) if violations else "no violations")
         click.echo()
         click.echo(render.audit_summary(report))
+    elif output in ("html", "map"):
+        from placer.output.pictures import audit_picture
+
+        click.echo(audit_picture(report, snapshot, output))
     else:
         click.echo(render.as_document(report, output))
     code = exit_code(skipped=report.skipped, unplaced=False, hard=bool(report.hard_violations))

@@ -14,6 +14,7 @@ from placer.commands.options import (
     time_limit_option,
 )
 from placer.output import render
+from placer.output.topology import topology_map
 from solver.check import check_plan, evaluate_objective
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
@@ -92,5 +93,5 @@ def command(file: str | None, time_limit: float) -> None:
     for r in rows:
         click.echo(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}")
     click.echo("\n== topology after the CP-SAT plan (M master, r replica) ==")
-    click.echo(render.topology_map(result, snapshot))
+    click.echo(topology_map(result, snapshot))
     finish(result.skipped, result.warnings, plan_exit_code(result))

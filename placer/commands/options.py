@@ -33,7 +33,7 @@ from solver.check import master_quorum_warnings, standing_violations
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
-OUTPUTS = click.Choice(["table", "json", "yaml"])
+OUTPUTS = click.Choice(["table", "json", "yaml", "html", "map"])
 
 
 def fail(message: str) -> NoReturn:
@@ -243,6 +243,10 @@ def finish(skipped: Sequence[SkippedInput], warnings: Sequence[str], code: int) 
 def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
     if output == "table":
         click.echo(render.plan_table(plan, snapshot))
+    elif output in ("html", "map"):
+        from placer.output.pictures import plan_picture
+
+        click.echo(plan_picture(plan, snapshot, output))
     else:
         click.echo(render.as_document(plan, output))
 

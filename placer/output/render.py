@@ -1,12 +1,10 @@
 """Plans and audits as text: tables for people, JSON and YAML for tools."""
 
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 import yaml
 
-from models.cluster import Role
 from models.plan import Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 
@@ -18,7 +16,7 @@ def as_document(plan: Plan, fmt: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -56,7 +54,7 @@ def plan_table(plan: Plan, snapshot: Snapshot, *, only_changes: bool = False) ->
                 action,
             ]
         )
-    parts = [_table(["POD", "CLUSTER", "SHARD", "ROLE", "NODE", "ZONE", "RACK", "ACTION"], rows)]
+    parts = [table(["POD", "CLUSTER", "SHARD", "ROLE", "NODE", "ZONE", "RACK", "ACTION"], rows)]
     parts.append(summary(plan))
     if plan.failovers:
         parts.append(
@@ -179,25 +177,4 @@ def violations_table(violations: list[Violation]) -> str:
         [v.severity, v.rule, v.message]
         for v in sorted(violations, key=lambda v: (v.severity != "hard", v.rule))
     ]
-    return _table(["SEVERITY", "RULE", "MESSAGE"], rows)
-
-
-def topology_map(plan: Plan, snapshot: Snapshot) -> str:
-    """zones > racks > nodes, each node with the shard members it will run (M = master, r = replica)."""
-    on_node: dict[str, list[str]] = defaultdict(list)
-    for a in plan.assignments:
-        if a.node:
-            mark = "M" if a.role == Role.MASTER.value else "r"
-            on_node[a.node].append(f"{mark}:{a.cluster.split('/')[-1]}/{a.shard}")
-    tree: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for node in snapshot.nodes:
-        tree[node.zone or "(no zone)"][node.rack].append(node.name)
-    lines: list[str] = []
-    for zone in sorted(tree):
-        lines.append(f"zone {zone}")
-        for rack in sorted(tree[zone]):
-            lines.append(f"  rack {rack}")
-            for name in sorted(tree[zone][rack]):
-                members = " ".join(sorted(on_node.get(name, []))) or "."
-                lines.append(f"    {name:<14} {members}")
-    return "\n".join(lines)
+    return table(["SEVERITY", "RULE", "MESSAGE"], rows)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -31,7 +31,7 @@ from solver.check import master_quorum_warnings
 from solver.solve import SolveOptions, solve
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
-    from placer.rebalance.redis_roles import RoleMismatch, RoleReading
+    from placer.rebalance.redis_roles import RoleMismatch, RoleReading, View
 
 
 def _apply(
@@ -184,16 +184,23 @@ def _password(policy: Policy, password_env: str | None, password_file: str | Non
 
 
 def redis_roles(
-    snapshot: Snapshot, port: int, password: str | None, *, required: bool
+    snapshot: Snapshot,
+    port: int,
+    password: str | None,
+    *,
+    required: bool,
+    views: Mapping[str, View] | None = None,
 ) -> tuple[Snapshot, RoleReading]:
     """``snapshot`` with each member's role as Redis reports it (see placer.rebalance.redis_roles).
 
     ``required``: exit 2 when no pod answers (the run would otherwise act on labels
-    it was asked not to trust); otherwise the labels stand.
+    it was asked not to trust); otherwise the labels stand. ``views``: the ``CLUSTER NODES``
+    answers when the caller has read them already (they are read here otherwise).
     """
     from placer.rebalance.redis_roles import apply_roles, read_views, resolve_roles
 
-    views = read_views(snapshot.members, port, password)
+    if views is None:
+        views = read_views(snapshot.members, port, password)
     reading = resolve_roles(snapshot.members, views, port)
     if required and snapshot.running and not reading.read:
         if not reading.tried:
@@ -373,6 +380,13 @@ def command(
         _print_table(
             result, reading, before, changes, remaining_hard, skipped, (max_moves, max_failovers)
         )
+    elif output in ("html", "map"):
+        from placer.output.pictures import rebalance_picture
+        from solver.check import keep_plan, worst_domain_loss
+
+        running = keep_plan(snapshot)
+        losses = worst_domain_loss(snapshot, policy, running)
+        click.echo(rebalance_picture(running, before, losses, plan, snapshot, changes, output))
     else:
         click.echo(
             json.dumps(result, indent=2)

@@ -560,9 +560,8 @@ def solve_level(
     code = solver.solve(model, callback)
     status = solver.status_name(code)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return LevelSolution(
-            status, {}, {b.shard.key for b in spec.bundles}, t_high, 0, 0, big, False
-        )
+        unplaced_all = {b.shard.key for b in spec.bundles}
+        return LevelSolution(status, {}, unplaced_all, t_high, 0, 0, big, big_short, False)
     assignment, unplaced = _decode(solver, m, types)
     t_value = solver.value(m.t)
     objective = round(solver.objective_value)
