@@ -25,7 +25,7 @@ from models.snapshot import Snapshot
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import build_problem, limit_candidates
-from solver.explain import explain_conflict, filter_summary
+from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
@@ -431,49 +431,14 @@ def _mark_unplaced(
 ) -> None:
     """Give every pending member the plan leaves out a reason, in words, per shard."""
     placement = best.placement
-    placement.unplaced = {}
     missing = [m for m in snapshot.pending if m.key not in placement.node]
-    if not missing:
-        return
-    problem = None
-    reasons: dict[str, str] = {}
-    conflict: list[str] = []
-    for member in missing:
-        shard = member.shard_key
-        if member.pod.deleting:
-            placement.unplaced[member.key] = "pod is being deleted"
-            continue
-        if shard in unplaceable:
-            reasons[shard] = unplaceable[shard]
-            continue
-        if shard in reasons or shard in conflict:
-            continue
-        if problem is None:
-            problem = build_problem(snapshot, policy, "place", max_variables=None)
-        group = next((g for g in problem.groups if member in g.members), None)
-        if group is not None and not group.candidates:
-            reasons[shard] = f"{member.key}: {filter_summary(problem, member)}"
-        else:
-            conflict.append(shard)
-    if conflict:
-        explanation: list[str] = []
-        small = problem is not None and sum(len(g.candidates) for g in problem.groups) <= 20_000
-        if options.explain and small and time.monotonic() < deadline and problem is not None:
-            placed = [k for k in problem.shards if k not in conflict and k not in reasons]
-            explanation = explain_conflict(
-                problem,
-                conflict + placed,
-                [r.encode for r in RULES],
-                max(0.2, min(10.0, deadline - time.monotonic())),
-            )
-        placement.explanation = explanation
-        for key in conflict:
-            reasons[key] = (
-                explanation[0]
-                if explanation
-                else "not placed: no room left that keeps every hard rule once the other "
-                "shards of the batch are placed"
-            )
-    for member in missing:
-        if member.key not in placement.unplaced:
-            placement.unplaced[member.key] = reasons.get(member.shard_key, "not placed")
+    reasons, explanation = unplaced_reasons(
+        snapshot,
+        policy,
+        missing,
+        unplaceable,
+        [r.encode for r in RULES],
+        deadline if options.explain else None,
+    )
+    placement.unplaced = reasons
+    placement.explanation = explanation

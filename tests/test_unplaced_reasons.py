@@ -1,13 +1,9 @@
 """Why a pod is not placed, in words a user can act on (solver/solve.py, solver/explain.py).
 
-Each test states the message the plan owes its reader. Those marked xfail describe messages the
-solver does not give yet; ``strict`` makes each one fail loudly once it does, so the mark is
-removed with the fix.
+Each test states the message the plan owes its reader.
 """
 
 import re
-
-import pytest
 
 from models.plan import Plan
 from models.policy import Policy
@@ -36,10 +32,6 @@ def masters_beyond_nodes() -> Plan:
     return solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unplaced pods of shard default/s/1 are given the reason of shard default/s/0",
-)
 def test_each_pod_is_told_about_its_own_shard() -> None:
     plan = survive_zone_with_two_masters()
     shard_of = {a.pod: f"{a.cluster}/{a.shard}" for a in plan.assignments}
@@ -49,10 +41,6 @@ def test_each_pod_is_told_about_its_own_shard() -> None:
         assert not named or shard_of[u.pod] in named, (u.pod, u.reason)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a 41-member shard on 3 nodes is told only 'cannot all be placed'",
-)
 def test_a_shard_with_more_members_than_hosts_says_how_many_it_needs() -> None:
     pods = [redis_pod(f"big-{k}", "big", 0, None) for k in range(41)]
     plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
@@ -61,10 +49,6 @@ def test_a_shard_with_more_members_than_hosts_says_how_many_it_needs() -> None:
         assert "41 distinct hosts" in u.reason and re.search(r"\b3\b", u.reason), u.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="survive: zone with 2 masters is explained by rule names, not by the majority it lacks",
-)
 def test_survive_with_two_masters_says_a_majority_is_impossible() -> None:
     plan = survive_zone_with_two_masters()
     assert plan.unplaced
@@ -74,7 +58,7 @@ def test_survive_with_two_masters_says_a_majority_is_impossible() -> None:
 
 
 def test_conflicting_rules_fill_the_explanation() -> None:
-    """Holds since the solver fills ``explanation``: a conflict is said in the plan too."""
+    """A conflict is said in the plan too, not only per pod."""
     plan = masters_beyond_nodes()
     assert len(plan.unplaced) == 2
     assert plan.explanation
@@ -83,7 +67,7 @@ def test_conflicting_rules_fill_the_explanation() -> None:
 
 
 def test_a_pod_no_node_accepts_gets_the_filter_tally() -> None:
-    """Holds today: kube-scheduler's style of tally, per pod."""
+    """kube-scheduler's style of tally, per pod."""
     pods = [redis_pod("huge-0-0", "huge", 0, None, memory="64Gi")]
     plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
     [u] = plan.unplaced
