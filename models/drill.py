@@ -94,6 +94,9 @@ class DrillReport(Wire):
     left_out: list[str] = []
     """Managed pods with no node in the drilled placement (pending, unplaced): not drilled."""
     skipped: list[SkippedInput] = []
+    """Input issues, as a plan lists them."""
+    warnings: list[str] = []
+    """About the input in words, as a plan lists them (e.g. fewer than 3 masters)."""
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)

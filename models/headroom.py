@@ -4,7 +4,7 @@ from pydantic import Field
 
 from models.base import Value, Wire
 from models.cluster import SelectorTerm, Toleration
-from models.plan import Status
+from models.plan import SkippedInput, Status
 from models.resources import Resources
 
 
@@ -54,6 +54,8 @@ class Headroom(Wire):
     note: str = ""
     explanation: list[str] = []
     """Why the candidates beyond ``shards`` could not be placed, as the solver explains it."""
+    skipped: list[SkippedInput] = []
+    """Input issues, as a plan lists them: with an error, the answer leaves out what it skipped."""
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)

@@ -269,8 +269,15 @@ def test_drill_a_plan_file(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("rules: {survive: zone}\n")
     nothing = run(["-f", dump, "-p", str(policy)])
-    assert nothing.exit_code == 2
-    assert "nothing to drill: no Redis pod has a node (6 pending or unplaced)" in nothing.stderr
+    assert nothing.exit_code == 2 and nothing.stdout == ""
+    assert nothing.stderr == (
+        "error: nothing to drill: no Redis pod has a node (6 pending or unplaced; pass --plan "
+        "to drill a plan); pass --allow-empty to accept it\n"
+    )
+    accepted = run(["-f", dump, "-p", str(policy), "--allow-empty"])
+    assert accepted.exit_code == 0, accepted.output
+    assert "not drilled: 6 pod(s) with no node (pass --plan to drill a plan)" in accepted.stdout
+    assert "verdict: nothing drilled: no zone holds a Redis pod" in accepted.stdout
     planned = CliRunner().invoke(main, ["plan", "-f", dump, "-p", str(policy), "-o", "json"])
     assert planned.exit_code == 0, planned.output
     plan_file = tmp_path / "plan.json"

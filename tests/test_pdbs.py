@@ -1,6 +1,7 @@
 """Per-shard PodDisruptionBudgets: ``redis-placer pdbs`` and ``binder --manage-pdbs`` (fake
 adapter), each object checked against Kubernetes' own schema."""
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,28 @@ def test_pdbs_follows_the_policys_labels(tmp_path: Path) -> None:
 
 
 def test_pdbs_without_a_shard_is_an_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["pdbs", "-f", write_dump(tmp_path, [node("n0", "z", "r")])])
-    assert result.exit_code == 2
-    assert result.stderr.strip() == "error: nothing to cover: the input has no managed Redis shard"
+    dump = write_dump(tmp_path, [node("n0", "z", "r")])
+    result = CliRunner().invoke(main, ["pdbs", "-f", dump])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"error: {dump}: selector: no Pod objects (only 1 nodes): nothing to judge; "
+        "pass --allow-empty to accept it\n"
+    )
+    accepted = CliRunner().invoke(main, ["pdbs", "-f", dump, "--allow-empty", "-o", "json"])
+    assert accepted.exit_code == 0 and accepted.stderr == ""
+    assert json.loads(accepted.stdout) == {"apiVersion": "v1", "kind": "List", "items": []}
+
+
+def test_pdbs_of_finished_pods_only_is_an_error(tmp_path: Path) -> None:
+    """Succeeded or Failed pods hold no shard: an input of only those has nothing to cover."""
+    done = redis_pod("c-0-0", "cache", 0, "master", node="n0")
+    done["status"]["phase"] = "Succeeded"
+    dump = write_dump(tmp_path, [node("n0", "z", "r"), done])
+    result = CliRunner().invoke(main, ["pdbs", "-f", dump])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "every pod the policy selector app=redis matches has finished (1 Succeeded" in (
+        result.stderr
+    )
 
 
 # -- the binder ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import click
 
 from placer.commands.options import (
     StderrProgress,
+    allow_empty_option,
     completed,
     finish,
     load_inputs,
@@ -33,11 +34,12 @@ def example_path() -> str:
     default=None,
     help="Another snapshot to demo on (default: the bundled example).",
 )
+@allow_empty_option
 @time_limit_option(default=10.0, help="Seconds for the solver.")
-def command(file: str | None, time_limit: float) -> None:
+def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
     """Plan a bundled example cluster: the plan, the greedy baseline beside it, and a topology map."""
     path = file or example_path()
-    policy, snapshot = load_inputs(path, None, None, None)
+    policy, snapshot = load_inputs(path, None, None, None, allow_empty)
     click.echo(
         f"cluster: {path}\n  {len(snapshot.nodes)} nodes, {len(snapshot.running)} running and {len(snapshot.pending)} pending Redis pods\n"
     )

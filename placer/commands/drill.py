@@ -1,7 +1,5 @@
 """``redis-placer drill``: what losing a zone, rack or host does to each Redis cluster."""
 
-import json
-import sys
 from typing import cast
 
 import click
@@ -9,18 +7,21 @@ import yaml
 
 from models.drill import DrillReport
 from models.errors import InputError
-from models.plan import Plan
+from models.plan import Plan, SkippedInput
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
 from placer.commands.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_VIOLATIONS,
+    exit_code,
     fail,
+    finish,
+    has_errors,
     load_inputs,
     output_option,
     with_source,
 )
+from placer.inputs.content import ALLOW
+from placer.output import render
+from solver.check import master_quorum_warnings
 from solver.drill import Outage, drill, every_domain, resolve_outage
 
 
@@ -78,31 +79,38 @@ def _redis_facts(
     port: int | None,
     password_env: str | None,
     password_file: str | None,
-) -> tuple[Snapshot, dict[str, int], dict[str, int]]:
-    """Roles, replication offsets and slots as the pods' Redis reports them."""
-    from placer.rebalance.command import redis_roles
+) -> tuple[Snapshot, dict[str, int], dict[str, int], list[SkippedInput]]:
+    """Roles, replication offsets and slots as the pods' Redis reports them, and what could not
+    be read (input warnings: the label stands, the replica is ranked last)."""
+    from placer.rebalance.command import reading_warnings, redis_password, redis_roles
     from placer.rebalance.redis_offsets import replication_offsets, served_slots
-    from placer.rebalance.redis_ops import PasswordSourceError, password_from_env_or_file
     from placer.rebalance.redis_roles import read_views
 
     redis_port = port or policy.redis.port
-    try:
-        password = password_from_env_or_file(
-            password_env or policy.redis.password_env,
-            password_file or policy.redis.password_file,
-        )
-    except PasswordSourceError as exc:
-        fail(str(exc))
+    password = redis_password(policy, password_env, password_file)
     views = read_views(snapshot.members, redis_port, password)
     snapshot, reading = redis_roles(snapshot, redis_port, password, required=True, views=views)
-    for issue in reading.issues:
-        click.echo(f"warning: {issue.object}: {issue.message}", err=True)
     offsets, problems = replication_offsets(snapshot.members, redis_port, password)
-    for pod, problem in sorted(problems.items()):
-        click.echo(
-            f"warning: pod {pod}: replication offset not read ({problem}); ranked last", err=True
+    unread = [
+        SkippedInput(
+            object=f"pod {pod}",
+            message=f"replication offset not read ({problem}); ranked last",
+            severity="warning",
         )
-    return snapshot, offsets, served_slots(views)
+        for pod, problem in sorted(problems.items())
+    ]
+    return snapshot, offsets, served_slots(views), [*reading_warnings(reading), *unread]
+
+
+def nothing_drilled(report: DrillReport, plan: Plan | None, level: Level | None) -> str:
+    """Why the drill has nothing to judge, or "" when it has."""
+    if report.members == 0:
+        hint = "; pass --plan to drill a plan" if plan is None and report.left_out else ""
+        pending = f"{len(report.left_out)} pending or unplaced"
+        return f"no Redis pod has a node ({pending}{hint})"
+    if not report.failures:
+        return f"no {level} holds a Redis pod"
+    return ""
 
 
 def _emit(
@@ -112,10 +120,8 @@ def _emit(
     output: str,
     level_checked: str | None,
 ) -> None:
-    if output == "json":
-        click.echo(json.dumps(report.to_json_dict(), indent=2))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(report.to_json_dict(), sort_keys=False))
+    if output in ("json", "yaml"):
+        click.echo(render.document(report.to_json_dict(), output))
     elif output in ("html", "map"):
         from placer.output import pictures
 
@@ -178,6 +184,7 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     plan_path: str | None,
     fail_specs: tuple[str, ...],
     level: str | None,
@@ -191,34 +198,34 @@ def command(
 
     Exit 1 when a drilled failure loses a shard or some Redis cluster's master majority.
     """
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     offsets: dict[str, int] | None = None
     slots: dict[str, int] | None = None
+    unread: list[SkippedInput] = []
     if roles_from == "redis":
-        snapshot, offsets, slots = _redis_facts(
+        snapshot, offsets, slots, unread = _redis_facts(
             snapshot, policy, redis_port, password_env, password_file
         )
-    try:
-        plan = read_plan(plan_path, snapshot) if plan_path is not None else None
-        checked: Level | None = None
-        if fail_specs:
-            outages = parse_failures(fail_specs, snapshot)
-        else:
-            survive = policy.rules.survive
-            checked = cast(Level, level or (survive if survive != "none" else "zone"))
-            outages = every_domain(snapshot, plan, checked)
-    except InputError as exc:
-        fail(str(exc))
+    plan = read_plan(plan_path, snapshot) if plan_path is not None else None
+    checked: Level | None = None
+    if fail_specs:
+        outages = parse_failures(fail_specs, snapshot)
+    else:
+        survive = policy.rules.survive
+        checked = cast(Level, level or (survive if survive != "none" else "zone"))
+        outages = every_domain(snapshot, plan, checked)
     report = drill(snapshot, outages, plan, offsets=offsets, slots=slots, roles=roles_from)
-    if report.members == 0:
-        fail(
-            f"nothing to drill: no Redis pod has a node ({len(report.left_out)} pending or "
-            "unplaced); pass --plan to drill a plan"
-        )
-    if not outages:
-        fail(f"nothing to drill: no {checked} holds a Redis pod")
+    report = report.model_copy(
+        update={
+            "skipped": [*report.skipped, *unread],
+            "warnings": master_quorum_warnings(snapshot, policy),
+        }
+    )
+    nothing = nothing_drilled(report, plan, checked)
+    if nothing and not allow_empty and not has_errors(report.skipped):
+        # With input errors the report goes on: it shows what was left to drill, and why.
+        fail(f"nothing to drill: {nothing}; {ALLOW}")
     _emit(report, snapshot, plan, output, checked)
-    if any(s.severity == "error" for s in report.skipped):
-        sys.exit(EXIT_BAD_INPUT)
     lost = any(f.loses_data_or_majority for f in report.failures)
-    sys.exit(EXIT_VIOLATIONS if lost else EXIT_OK)
+    code = exit_code(skipped=report.skipped, unplaced=False, hard=lost)
+    finish(report.skipped, report.warnings, code)

@@ -1,11 +1,8 @@
 """``redis-placer headroom``: how many more shards of one shape fit, proven by the solver."""
 
-import json
-import sys
 import time
 
 import click
-import yaml
 
 from models.errors import InputError
 from models.headroom import Headroom, ShardShape
@@ -14,16 +11,16 @@ from models.quantity import QuantityError, cpu_millis, memory_bytes
 from models.resources import Resources
 from models.snapshot import Snapshot
 from placer.commands.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
     StderrProgress,
     deadline_of,
-    fail,
+    exit_code,
+    finish,
+    input_issues,
     load_inputs,
     time_limit_option,
     with_source,
 )
-from placer.output.render import table
+from placer.output import render
 from solver.headroom import headroom
 from solver.solve import SolveOptions
 
@@ -99,10 +96,12 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
             "(headroom is counted on top of the running pods)"
         )
     rows = [[b.limit, str(b.shards), ", ".join(b.where) or "-"] for b in answer.bounds]
-    parts = ["\n".join(lines), "capacity bounds:\n" + table(["BOUND", "SHARDS", "WHERE"], rows)]
+    bounds = render.table(["BOUND", "SHARDS", "WHERE"], rows)
+    parts = ["\n".join(lines), "capacity bounds:\n" + bounds]
     if answer.explanation:
         parts.append("why not more:\n" + "\n".join(f"  {e}" for e in answer.explanation[:5]))
-    return "\n\n".join(parts)
+    note = render.input_note(answer.skipped)
+    return "\n\n".join(parts) + (f"\n{note}" if note else "")
 
 
 @click.command("headroom")
@@ -135,6 +134,7 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     shard_size: int,
     cpu: str | None,
     memory: str | None,
@@ -145,25 +145,19 @@ def command(
     """How many more shards of this shape fit with every hard rule kept (survive included),
     proven by the solver, and which resource or rule binds first."""
     started = time.monotonic()
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
-    if not snapshot.nodes:
-        fail("nothing to judge: the input has no nodes")
-    try:
-        shape = build_shape(snapshot, shard_size, cpu, memory, cluster)
-    except InputError as exc:
-        fail(str(exc))
+    # The nodes are what headroom judges: a cluster that runs no Redis pod yet is its question.
+    policy, snapshot = load_inputs(
+        file, policy_path, context, kubeconfig, allow_empty, need_pods=False
+    )
+    shape = build_shape(snapshot, shard_size, cpu, memory, cluster)
     with StderrProgress(started) as progress:
         deadline = deadline_of(started, time_limit, policy, snapshot)
         answer = headroom(
             snapshot, policy, shape, SolveOptions(deadline=deadline, progress=progress)
         )
-    if output == "json":
-        click.echo(json.dumps(answer.to_json_dict(), indent=2))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(answer.to_json_dict(), sort_keys=False))
-    else:
+    answer = answer.model_copy(update={"skipped": input_issues(snapshot)})
+    if output == "table":
         click.echo(headroom_text(answer, policy))
-    errors = [i for i in snapshot.issues if i.severity == "error"]
-    for issue in errors:
-        click.echo(f"input issue: {issue.object}: {issue.message}", err=True)
-    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)
+    else:
+        click.echo(render.document(answer.to_json_dict(), output))
+    finish(answer.skipped, [], exit_code(skipped=answer.skipped, unplaced=False, hard=False))

@@ -187,15 +187,25 @@ def load_inputs(
     context: str | None,
     kubeconfig: str | None,
     allow_empty: bool = False,
+    *,
+    need_pods: bool = True,
 ) -> tuple[Policy, Snapshot]:
-    """The policy and the snapshot, from a dump (``-f``) or the live cluster."""
+    """The policy and the snapshot, from a dump (``-f``) or the live cluster. Unless
+    ``allow_empty``, an input with nothing to judge is an error: no nodes, or (``need_pods``) no
+    pod the policy's selector picks (placer.inputs.content)."""
     policy = read_policy(policy_path)
     if file is not None:
-        return policy, snapshot_from_file(file, policy, allow_empty=allow_empty)
+        return policy, snapshot_from_file(
+            file, policy, allow_empty=allow_empty, need_pods=need_pods
+        )
     from placer.inputs.live import snapshot_from_cluster
 
     return policy, snapshot_from_cluster(
-        policy, context=context, kubeconfig=kubeconfig, allow_empty=allow_empty
+        policy,
+        context=context,
+        kubeconfig=kubeconfig,
+        allow_empty=allow_empty,
+        need_pods=need_pods,
     )
 
 
@@ -218,8 +228,13 @@ def completed(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
     )
 
 
+def has_errors(skipped: Sequence[SkippedInput]) -> bool:
+    """Some object of the input could not be trusted: the report leaves it out (exit 2)."""
+    return any(s.severity == "error" for s in skipped)
+
+
 def exit_code(*, skipped: Sequence[SkippedInput], unplaced: bool, hard: bool) -> int:
-    if any(s.severity == "error" for s in skipped):
+    if has_errors(skipped):
         return EXIT_BAD_INPUT
     if unplaced:
         return EXIT_INFEASIBLE
@@ -272,6 +287,12 @@ kubeconfig_option = click.option(
     type=click.Path(dir_okay=False),
     help="kubeconfig file for the live cluster.",
 )
+allow_empty_option = click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Accept an input with nothing to judge: no nodes, or no pod the selector matches (an "
+    "error otherwise: an empty input is never reported as healthy).",
+)
 source_options = [
     click.option(
         "-f",
@@ -291,12 +312,7 @@ source_options = [
     ),
     context_option,
     kubeconfig_option,
-    click.option(
-        "--allow-empty",
-        is_flag=True,
-        help="Accept an input with no nodes or no pod the selector matches (an error otherwise: "
-        "an empty input is never reported as healthy).",
-    ),
+    allow_empty_option,
 ]
 
 

@@ -1,13 +1,19 @@
 """``redis-placer pdbs``: one PodDisruptionBudget per Redis shard, ready for ``kubectl apply``."""
 
 import json
-import sys
 
 import click
 import yaml
 
-from placer.commands.options import EXIT_BAD_INPUT, EXIT_OK, fail, load_inputs, with_source
+from placer.commands.options import (
+    exit_code,
+    finish,
+    input_issues,
+    load_inputs,
+    with_source,
+)
 from placer.kube.pdb import shard_pdbs
+from placer.output.render import input_note
 
 
 @click.command("pdbs")
@@ -25,6 +31,7 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     output: str,
 ) -> None:
     """Print one PodDisruptionBudget per shard (maxUnavailable: 1, selecting the shard's pods by
@@ -33,15 +40,14 @@ def command(
     A single budget over all masters lets a drain take a master and its own replica together;
     one per shard lets it take one member of each shard at a time.
     """
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     pdbs = shard_pdbs(snapshot, policy)
-    if not pdbs:
-        fail("nothing to cover: the input has no managed Redis shard")
+    skipped = input_issues(snapshot)
     if output == "json":
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": pdbs}, indent=2))
     else:
         click.echo(yaml.safe_dump_all(pdbs, sort_keys=False, explicit_start=True), nl=False)
-    errors = [i for i in snapshot.issues if i.severity == "error"]
-    for issue in errors:
-        click.echo(f"input issue: {issue.object}: {issue.message}", err=True)
-    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)
+        note = input_note(skipped)
+        if note:  # a comment, so that the stream stays valid for kubectl apply
+            click.echo(f"# {note}")
+    finish(skipped, [], exit_code(skipped=skipped, unplaced=False, hard=False))

@@ -3,7 +3,8 @@
 An empty file, empty stdin (what ``kubectl get ... | redis-placer audit -f -`` sends when kubectl
 fails), a List of other kinds, or a policy selector that matches no pod (a typo such as
 ``app: valkey``) would otherwise read as "no violations". Commands accept such an input only
-with ``--allow-empty``.
+with ``--allow-empty``. ``headroom`` sizes a cluster that may run no Redis pod yet: for it the
+nodes alone are something to judge.
 """
 
 from collections import Counter
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from models.errors import InputError
+from models.kube_objects import TERMINAL_PHASES
 from models.policy import Policy
 from models.snapshot import Snapshot
 
@@ -27,16 +29,26 @@ def require_content(
     policy: Policy,
     source: str,
     hint: str = DUMP_HINT,
+    *,
+    need_pods: bool = True,
 ) -> None:
-    """Raise when ``objects`` hold no Node, or no pod that the policy's selector picks."""
+    """Raise when ``objects`` hold no Node, or (``need_pods``) no pod the policy's selector picks."""
     if not snapshot.nodes:
         raise InputError(f"{_no_nodes(objects, hint)}: nothing to judge; {ALLOW}", obj=source)
+    if not need_pods:
+        return
     pods = [o for o in objects if o.get("kind") == "Pod"]
-    if any(_selected(policy, pod) for pod in pods):
+    selected = [pod for pod in pods if _selected(policy, pod)]
+    if any(not _finished(pod) for pod in selected):
         return
     selector = ", ".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
     if not pods:
         found = f"no Pod objects (only {len(snapshot.nodes)} nodes)"
+    elif selected:
+        found = (
+            f"every pod the policy selector {selector} matches has finished "
+            f"({len(selected)} Succeeded or Failed)"
+        )
     else:
         found = f"no pod matches the policy selector {selector} ({len(pods)} pods read{_seen(policy, pods)})"
     raise InputError(f"{found}: nothing to judge; {ALLOW}", obj=source, field="selector")
@@ -58,6 +70,12 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return labels if isinstance(labels, Mapping) else {}
+
+
+def _finished(pod: Mapping[str, Any]) -> bool:
+    """A pod that ran to its end: it holds no place and no role (as models.kube_objects reads it)."""
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
 
 
 def _selected(policy: Policy, pod: Mapping[str, Any]) -> bool:

@@ -109,11 +109,14 @@ def validate_policy(data: Mapping[str, Any], where: str) -> Policy:
         raise InputError(f"{message}{more}", obj=where, field=field) from None
 
 
-def snapshot_from_file(path: str, policy: Policy, *, allow_empty: bool = False) -> Snapshot:
-    """The snapshot in a dump; unless ``allow_empty``, one that holds nothing to judge is an error."""
+def snapshot_from_file(
+    path: str, policy: Policy, *, allow_empty: bool = False, need_pods: bool = True
+) -> Snapshot:
+    """The snapshot in a dump; unless ``allow_empty``, one that holds nothing to judge is an error
+    (no nodes, or with ``need_pods`` no selected pod)."""
     source = "stdin" if path == "-" else path
     objects = parse_documents(read_text(path), source)
     snapshot = build_snapshot(objects, policy)
     if not allow_empty:
-        require_content(objects, snapshot, policy, source)
+        require_content(objects, snapshot, policy, source, need_pods=need_pods)
     return snapshot

@@ -13,18 +13,19 @@ if TYPE_CHECKING:  # the Kubernetes client is imported only when a cluster is re
 
 
 def snapshot_from_adapter(
-    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool = False
+    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool = False, need_pods: bool = True
 ) -> Snapshot:
     """Nodes, pods and StatefulSets, as the binder reads them (``placer.binder.cache``).
 
     A StatefulSet's replicas give the size of a shard whose pods lack the
     ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree. Unless
-    ``allow_empty``, a cluster without nodes or selected pods is an error (placer.inputs.content).
+    ``allow_empty``, a cluster without nodes (or, with ``need_pods``, without selected pods) is an
+    error (placer.inputs.content).
     """
     objects = [*adapter.list_nodes(), *adapter.list_pods(), *adapter.list_statefulsets()]
     snapshot = build_snapshot(objects, policy)
     if not allow_empty:
-        require_content(objects, snapshot, policy, "cluster", LIVE_HINT)
+        require_content(objects, snapshot, policy, "cluster", LIVE_HINT, need_pods=need_pods)
     return snapshot
 
 
@@ -41,11 +42,13 @@ def connect(kubeconfig: str | None, context: str | None) -> "KubernetesAdapter":
         ) from None
 
 
-def read_cluster(adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool) -> Snapshot:
+def read_cluster(
+    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool, need_pods: bool = True
+) -> Snapshot:
     from placer.kube.adapter import KubeApiError
 
     try:
-        return snapshot_from_adapter(adapter, policy, allow_empty=allow_empty)
+        return snapshot_from_adapter(adapter, policy, allow_empty=allow_empty, need_pods=need_pods)
     except KubeApiError as exc:
         # A 403 (RBAC), a dead API server: one line naming the request, not a traceback.
         raise InputError(f"cannot read the cluster: {exc}") from None
@@ -57,5 +60,8 @@ def snapshot_from_cluster(
     context: str | None = None,
     kubeconfig: str | None = None,
     allow_empty: bool = False,
+    need_pods: bool = True,
 ) -> Snapshot:
-    return read_cluster(connect(kubeconfig, context), policy, allow_empty=allow_empty)
+    return read_cluster(
+        connect(kubeconfig, context), policy, allow_empty=allow_empty, need_pods=need_pods
+    )

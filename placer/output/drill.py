@@ -1,7 +1,7 @@
 """A failure drill as text: one block per failure, worst first."""
 
 from models.drill import ClusterOutcome, DrillReport, Failure
-from placer.output.render import table
+from placer.output.render import input_note, table
 
 
 def _indented(headers: list[str], rows: list[list[str]]) -> str:
@@ -90,7 +90,10 @@ def drill_text(report: DrillReport, level_checked: str | None) -> str:
     parts += [failure_block(f) for f in report.failures]
     losing = [f for f in report.failures if f.loses_data_or_majority]
     what = f"{level_checked} failures" if level_checked else "failures drilled"
-    if losing:
+    if not report.failures:
+        level = level_checked or "domain"
+        parts.append(f"verdict: nothing drilled: no {level} holds a Redis pod of this placement")
+    elif losing:
         parts.append(
             f"verdict: {len(losing)} of {len(report.failures)} {what} lose a shard or a "
             "master majority"
@@ -100,9 +103,5 @@ def drill_text(report: DrillReport, level_checked: str | None) -> str:
             f"verdict: every one of the {len(report.failures)} {what} keeps every shard and "
             "each cluster's master majority"
         )
-    if report.skipped:
-        parts.append(
-            "input issues:\n"
-            + "\n".join(f"  [{s.severity}] {s.object}: {s.message}" for s in report.skipped)
-        )
-    return "\n\n".join(parts)
+    note = input_note(report.skipped)
+    return "\n\n".join(parts) + (f"\n{note}" if note else "")

@@ -5,10 +5,10 @@ from html import escape
 from typing import Any
 
 from models.drill import DrillReport
-from models.plan import DomainLoss, Plan, Violation
+from models.plan import DomainLoss, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 from placer.output import html
-from placer.output.render import summary
+from placer.output.render import input_note, summary
 from placer.output.topology import Mark, Scene, build_scene, text_maps
 
 MAX_ROWS = 200
@@ -56,7 +56,12 @@ def _render(
     scenes: list[Scene],
     lines: list[str],
     extra: Iterable[str] = (),
+    skipped: Sequence[SkippedInput] = (),
 ) -> str:
+    """The text map or the page; a report of an input with errors says it is incomplete (the
+    errors and warnings themselves are on stderr, never in the picture)."""
+    note = input_note(skipped)
+    lines = [*lines, note] if note else lines
     if fmt == "map":
         return text_maps(scenes, [title, *lines])
     return html.page(title, scenes, lines, extra)
@@ -108,6 +113,7 @@ def audit_picture(report: Plan, snapshot: Snapshot, fmt: str) -> str:
         [scene],
         lines,
         [_violations_html("violations", report.violations)],
+        report.skipped,
     )
 
 
@@ -119,6 +125,7 @@ def rebalance_picture(
     snapshot: Snapshot,
     changes: Sequence[dict[str, Any]],
     fmt: str,
+    skipped: Sequence[SkippedInput] = (),
 ) -> str:
     """Before and after side by side, and the change list."""
     left = build_scene(
@@ -147,7 +154,7 @@ def rebalance_picture(
         f"{len(changes)} change(s)",
     ]
     if fmt == "map":
-        return text_maps([left, right], ["redis-placer rebalance", *lines, *steps])
+        return _render(fmt, "redis-placer rebalance", [left, right], [*lines, *steps], (), skipped)
     extra = [
         "<h3>changes</h3><ol>"
         + "".join(f"<li>{escape(s.split('. ', 1)[1])}</li>" for s in steps if ". " in s)
@@ -157,7 +164,7 @@ def rebalance_picture(
         _violations_html("violations before", before_violations),
         _violations_html("violations after the plan", after.violations),
     ]
-    return html.page("redis-placer rebalance", [left, right], lines, extra)
+    return _render(fmt, "redis-placer rebalance", [left, right], lines, extra, skipped)
 
 
 def drill_picture(report: DrillReport, snapshot: Snapshot, plan: Plan | None, fmt: str) -> str:
@@ -205,8 +212,6 @@ def drill_picture(report: DrillReport, snapshot: Snapshot, plan: Plan | None, fm
                     c.state,
                 ]
             )
-    if fmt == "map":
-        return text_maps([scene], ["redis-placer drill", *lines])
     table = html.html_table(
         [
             "failure",
@@ -221,6 +226,5 @@ def drill_picture(report: DrillReport, snapshot: Snapshot, plan: Plan | None, fm
         rows[:MAX_ROWS],
         bad=5,
     )
-    return html.page(
-        "redis-placer drill", [scene], lines, ["<h3>every failure drilled</h3>", table]
-    )
+    extra = ["<h3>every failure drilled</h3>", table]
+    return _render(fmt, "redis-placer drill", [scene], lines, extra, report.skipped)

@@ -1,7 +1,8 @@
 """Plans and audits as text: tables for people, JSON and YAML for tools."""
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -10,10 +11,14 @@ from models.snapshot import Snapshot
 
 
 def as_document(plan: Plan, fmt: str) -> str:
-    data = plan.to_json_dict()
+    return document(plan.to_json_dict(), fmt)
+
+
+def document(data: Mapping[str, Any], fmt: str) -> str:
+    """A report as ``-o json`` (indented) or ``-o yaml`` (keys in their order) prints it."""
     if fmt == "json":
         return json.dumps(data, indent=2)
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml.safe_dump(dict(data), sort_keys=False)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

@@ -18,6 +18,7 @@ from placer.commands.options import (
     exit_code,
     fail,
     finish,
+    has_errors,
     input_issues,
     load_inputs,
     output_option,
@@ -172,7 +173,11 @@ def _live_inputs(
     return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
 
 
-def _password(policy: Policy, password_env: str | None, password_file: str | None) -> str | None:
+def redis_password(
+    policy: Policy, password_env: str | None, password_file: str | None
+) -> str | None:
+    """The Redis password from the options, else the policy's ``redis`` source; exit 2 when
+    the named source cannot be read."""
     from placer.rebalance.redis_ops import PasswordSourceError, password_from_env_or_file
 
     try:
@@ -214,6 +219,12 @@ def redis_roles(
         first = views[reading.tried[0]]
         fail(f"--roles redis: no Redis pod could be read; tried {shown}; first error: {first}")
     return apply_roles(snapshot, reading), reading
+
+
+def reading_warnings(reading: RoleReading | None) -> list[SkippedInput]:
+    """Roles Redis could not be trusted for, as input warnings (each label stands)."""
+    issues = reading.issues if reading is not None else []
+    return [SkippedInput(object=i.object, message=i.message, severity="warning") for i in issues]
 
 
 def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
@@ -321,7 +332,9 @@ def command(
         policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
     port = redis_port or policy.redis.port
     password = (
-        _password(policy, password_env, password_file) if apply_ or roles_from == "redis" else None
+        redis_password(policy, password_env, password_file)
+        if apply_ or roles_from == "redis"
+        else None
     )
     reading: RoleReading | None = None
     if roles_from == "redis":
@@ -346,8 +359,7 @@ def command(
     }
     remaining_hard = [v for v in after if v.severity == "hard"]
     label_fixes = [m for m in reading.mismatches if m.confirmed] if reading and relabel else []
-    untrusted = any(s.severity == "error" for s in skipped)
-    if apply_ and untrusted:
+    if apply_ and has_errors(skipped):
         result["notApplied"] = "the input has errors (on stderr): nothing is changed"
     elif apply_ and (changes or label_fixes):
         from placer.inputs.live import read_cluster
@@ -386,19 +398,14 @@ def command(
 
         running = keep_plan(snapshot)
         losses = worst_domain_loss(snapshot, policy, running)
-        click.echo(rebalance_picture(running, before, losses, plan, snapshot, changes, output))
-    else:
-        click.echo(
-            json.dumps(result, indent=2)
-            if output == "json"
-            else render.yaml.safe_dump(result, sort_keys=False)
+        picture = rebalance_picture(
+            running, before, losses, plan, snapshot, changes, output, skipped
         )
-    role_warnings = [
-        SkippedInput(object=i.object, message=i.message, severity="warning")
-        for i in (reading.issues if reading else [])
-    ]
+        click.echo(picture)
+    else:
+        click.echo(render.document(result, output))
     code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
-    finish([*skipped, *role_warnings], warnings, code)
+    finish([*skipped, *reading_warnings(reading)], warnings, code)
 
 
 def _print_table(
