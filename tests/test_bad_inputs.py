@@ -38,6 +38,8 @@ class Case:
     """The same objects can sit in a cluster: also run against the fake adapter, where stderr
     must name these."""
     stdin: bool = False
+    pods_wanted: bool = False
+    """Bad only for a command that judges Redis pods: ``headroom`` judges the nodes alone."""
 
 
 LIVE = ("",)
@@ -71,6 +73,7 @@ CASES = {
         ("selector: no pod matches the policy selector app=valkey", "app is redis"),
         policy="selector-typo.policy.yaml",
         live=("cluster: selector: no pod matches the policy selector app=valkey",),
+        pods_wanted=True,
     ),
     "negative request": refused(
         "negative-request.yaml",
@@ -154,7 +157,41 @@ GENERATED: dict[str, tuple[Callable[[], bytes], tuple[str, ...]]] = {
     ),
 }
 
-COMMANDS = [["plan"], ["audit"], ["rebalance"], ["plan", "--mode", "rebalance", "-o", "json"]]
+HEADROOM = ["headroom", "--shard-size", "2", "--cpu", "100m", "--memory", "1Gi"]
+COMMANDS = [
+    ["plan"],
+    ["audit"],
+    ["rebalance"],
+    ["plan", "--mode", "rebalance", "-o", "json"],
+    ["drill"],
+    ["drill", "-o", "json"],
+    HEADROOM,
+    ["headroom", *HEADROOM[1:], "-o", "json"],
+    ["pdbs"],
+    ["audit", "-o", "html"],
+    ["drill", "-o", "map"],
+]
+NODES_ONLY = {"headroom"}
+"""Commands that judge the nodes alone: an input without Redis pods is their question."""
+
+
+def command_id(command: list[str]) -> str:
+    options = [a for a in command if a in ("json", "html", "map", "rebalance")]
+    return " ".join([command[0], *options])
+
+
+def cases_for(commands: list[list[str]], names: list[str]) -> list[tuple[str, list[str]]]:
+    """Each case with each command it applies to."""
+    return [
+        (name, command)
+        for name in names
+        for command in commands
+        if not (CASES[name].pods_wanted and command[0] in NODES_ONLY)
+    ]
+
+
+def pair_id(pair: tuple[str, list[str]]) -> str:
+    return f"{pair[0]}-{command_id(pair[1])}"
 
 
 def tree(folder: Path) -> dict[str, str]:
@@ -186,6 +223,8 @@ def check_report(result: Result, case_says: tuple[str, ...], fatal: bool, args: 
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors, result.stderr
     assert any(all(s in line for s in case_says) for line in errors), (case_says, errors)
+    for line in errors:  # on stderr only, never in the report
+        assert line.removeprefix("error: ") not in result.stdout, line
     if fatal:
         assert result.stdout == "" and len(result.stderr.splitlines()) == 1, result.output
     elif "json" in args:
@@ -195,9 +234,9 @@ def check_report(result: Result, case_says: tuple[str, ...], fatal: bool, args: 
         assert "input errors: " in result.stdout and "this report is incomplete" in result.stdout
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-@pytest.mark.parametrize("name", CASES)
-def test_bad_dump(tmp_path: Path, name: str, command: list[str]) -> None:
+@pytest.mark.parametrize("pair", cases_for(COMMANDS, list(CASES)), ids=pair_id)
+def test_bad_dump(tmp_path: Path, pair: tuple[str, list[str]]) -> None:
+    name, command = pair
     case = CASES[name]
     shutil.copy(CORPUS / case.dump, tmp_path / case.dump)
     args = [*command]
@@ -213,7 +252,24 @@ def test_bad_dump(tmp_path: Path, name: str, command: list[str]) -> None:
     check_report(run_in(tmp_path, args, stdin), case.says, case.fatal, args)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_headroom_sizes_the_nodes_when_the_selector_picks_no_pod(tmp_path: Path) -> None:
+    """A cluster without Redis pods is headroom's question, not an input with nothing in it; an
+    existing Redis cluster to copy that the selector does not see is still an error."""
+    case = CASES["selector matches no pod"]
+    assert case.policy is not None
+    shutil.copy(CORPUS / case.dump, tmp_path / case.dump)
+    shutil.copy(CORPUS / case.policy, tmp_path / case.policy)
+    args = [*HEADROOM, "-f", case.dump, "-p", case.policy]
+    new = run_in(tmp_path, [*args, "-o", "json"])
+    assert new.exit_code == 0 and new.stderr == "", new.output
+    answer = json.loads(new.stdout)
+    assert answer["cluster"] == "default/headroom" and answer["shards"] > 0
+    join = ["headroom", "--shard-size", "2", "--cluster", "default/r", "-f", case.dump]
+    joined = run_in(tmp_path, [*join, "-p", case.policy])
+    check_report(joined, ("--cluster", "Redis cluster default/r is not in the input"), True, join)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=command_id)
 @pytest.mark.parametrize("name", GENERATED)
 def test_bytes_that_are_not_a_dump(tmp_path: Path, name: str, command: list[str]) -> None:
     make, says = GENERATED[name]
@@ -263,14 +319,21 @@ LIVE_COMMANDS = [
     ["audit"],
     ["rebalance"],
     ["rebalance", "--apply", "--max-moves", "9", "--report-configmap", "redis-placer/report"],
+    ["drill"],
+    HEADROOM,
+    ["pdbs"],
 ]
 
 
-@pytest.mark.parametrize("command", LIVE_COMMANDS, ids=lambda c: " ".join(c[:2]))
-@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.live])
+@pytest.mark.parametrize(
+    "pair",
+    cases_for(LIVE_COMMANDS, [n for n, c in CASES.items() if c.live]),
+    ids=lambda p: f"{p[0]}-{' '.join(p[1][:2])}",
+)
 def test_bad_cluster_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, command: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pair: tuple[str, list[str]]
 ) -> None:
+    name, command = pair
     case = CASES[name]
     kube = fake_cluster(case)
     pods, nodes = copy.deepcopy(kube.pods), copy.deepcopy(kube.nodes)

@@ -56,6 +56,21 @@ def three_shards(cluster: str = "r") -> list[dict[str, Any]]:
 
 
 COMMANDS = [["plan"], ["audit"], ["rebalance"]]
+HEADROOM = ["headroom", "--shard-size", "2", "--cpu", "100m", "--memory", "1Gi"]
+READERS = [
+    *COMMANDS,
+    ["drill"],
+    HEADROOM,
+    ["pdbs"],
+    ["demo"],
+    *([c, "-o", o] for c in ("plan", "audit", "rebalance", "drill") for o in ("html", "map")),
+]
+"""Every command that reads a snapshot, and the pictures of those that draw one."""
+
+
+def command_id(command: list[str]) -> str:
+    return " ".join(a for a in command if not a[0].isdigit() and a not in ("--cpu", "--memory"))
+
 
 # --------------------------------------------------------------------------- nothing to judge
 
@@ -71,7 +86,7 @@ EMPTY_INPUTS = {
 }
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", READERS, ids=command_id)
 @pytest.mark.parametrize("text", EMPTY_INPUTS.values(), ids=EMPTY_INPUTS.keys())
 def test_an_input_with_nothing_in_it_is_never_healthy(
     tmp_path: Path, command: list[str], text: str
@@ -83,23 +98,48 @@ def test_an_input_with_nothing_in_it_is_never_healthy(
     assert "--allow-empty" in line
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", READERS, ids=command_id)
 def test_empty_stdin_and_dev_null_are_errors(command: list[str]) -> None:
     assert one_error_line(run([*command, "-f", "-"], stdin="")).startswith("error: stdin: holds no")
     assert one_error_line(run([*command, "-f", os.devnull])).startswith("error: /dev/null")
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", READERS, ids=command_id)
 def test_allow_empty_accepts_an_empty_input(tmp_path: Path, command: list[str]) -> None:
     path = tmp_path / "dump.yaml"
     path.write_text("")
     result = run([*command, "-f", str(path), "--allow-empty"])
     assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    if "html" in command:
+        assert result.stdout.startswith("<!DOCTYPE html>")
+
+
+def test_nodes_without_pods_are_headrooms_question_and_an_error_elsewhere(tmp_path: Path) -> None:
+    dump = write(tmp_path, three_zones())
+    answer = run([*HEADROOM, "-f", dump, "-o", "json"])
+    assert answer.exit_code == 0 and answer.stderr == "", answer.output
+    assert json.loads(answer.stdout)["shards"] > 0
+    for command in (["drill"], ["pdbs"]):
+        line = one_error_line(run([*command, "-f", dump]))
+        assert "no Pod objects" in line and "--allow-empty" in line
 
 
 def test_nodes_without_pods_is_an_error_naming_the_selector(tmp_path: Path) -> None:
     line = one_error_line(run(["audit", "-f", write(tmp_path, three_zones())]))
     assert "no Pod objects" in line and "selector" in line
+
+
+@pytest.mark.parametrize("command", [["audit"], ["drill"], ["pdbs"]], ids=command_id)
+def test_only_finished_pods_is_nothing_to_judge(tmp_path: Path, command: list[str]) -> None:
+    finished = three_shards()
+    for pod in finished:
+        pod["status"]["phase"] = "Succeeded"
+    dump = write(tmp_path, three_zones() + finished)
+    line = one_error_line(run([*command, "-f", dump]))
+    assert "every pod the policy selector app=redis matches has finished (6 Succeeded" in line
+    assert "--allow-empty" in line
+    assert run([*command, "-f", dump, "--allow-empty"]).exit_code == 0
 
 
 def test_a_selector_typo_is_not_a_clean_audit(tmp_path: Path) -> None:
@@ -219,7 +259,11 @@ def run_process(args: list[str], *, close_stdout: bool) -> tuple[int, str]:
     return proc.wait(timeout=120), err
 
 
-@pytest.mark.parametrize("command", [["plan"], ["plan", "-o", "json"], ["audit"], ["rebalance"]])
+@pytest.mark.parametrize(
+    "command",
+    [["plan"], ["plan", "-o", "json"], ["audit"], ["rebalance"], ["drill"], HEADROOM, ["pdbs"]],
+    ids=command_id,
+)
 def test_a_closed_pipe_changes_no_exit_code(tmp_path: Path, command: list[str]) -> None:
     dump = write(tmp_path, three_zones(memory="64Gi") + three_shards())
     expected, _ = run_process([*command, "-f", dump], close_stdout=False)
@@ -313,6 +357,46 @@ def test_fewer_than_three_masters_is_warned_about_in_every_report(
     assert "warning: Redis cluster default/r has 2 shards, so 2 masters" in result.stderr
     if "json" in command:
         assert json.loads(result.stdout)["warnings"][0].startswith("Redis cluster default/r")
+
+
+@pytest.mark.parametrize("output", ["table", "json", "html", "map"])
+def test_drill_warns_of_fewer_than_three_masters_on_stderr(tmp_path: Path, output: str) -> None:
+    """Two masters: losing either loses the majority (exit 1), and the input is warned about."""
+    two = [p for p in three_shards() if p["metadata"]["labels"]["redis-shard"] != "2"]
+    result = run(["drill", "-f", write(tmp_path, three_zones() + two), "-o", output])
+    assert result.exit_code == 1, result.output
+    warning = "warning: Redis cluster default/r has 2 shards, so 2 masters"
+    assert result.stderr.startswith(warning) and result.stderr.count("\n") == 1
+    if output == "json":  # a document for tools lists them, as a plan does
+        assert json.loads(result.stdout)["warnings"][0].startswith("Redis cluster default/r")
+    else:
+        assert "has 2 shards, so 2 masters" not in result.stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "audit", "rebalance", "drill"])
+@pytest.mark.parametrize("output", ["html", "map"])
+def test_pictures_leave_input_issues_on_stderr(tmp_path: Path, command: str, output: str) -> None:
+    """A node without a zone label and a Redis cluster of 2 masters: warnings on stderr, none in
+    the picture, and no exit code changed by them."""
+    nodes = three_zones()
+    nodes.append(node("n3", "a", "r3"))
+    del nodes[-1]["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    two = [p for p in three_shards() if p["metadata"]["labels"]["redis-shard"] != "2"]
+    dump = write(tmp_path, nodes + two)
+    result = run([command, "-f", dump, "-o", output])
+    table = run([command, "-f", dump])
+    assert result.exit_code == table.exit_code and result.exit_code in (0, 1), result.output
+    warnings = result.stderr.splitlines()
+    assert warnings == table.stderr.splitlines() and len(warnings) == 2, result.stderr
+    assert all(line.startswith("warning: ") for line in warnings)
+    assert "node n3" in result.stderr and "2 masters" in result.stderr
+    for line in warnings:
+        assert line.removeprefix("warning: ") not in result.stdout
+    assert "input errors" not in result.stdout and "warning" not in result.stdout.lower()
+    if output == "html":
+        assert result.stdout.startswith("<!DOCTYPE html>")
+    else:
+        assert "zone a" in result.stdout
 
 
 def test_no_report_prints_an_empty_zone_name(tmp_path: Path) -> None:
