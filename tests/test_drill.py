@@ -293,6 +293,28 @@ def test_drill_a_plan_file(tmp_path: Path) -> None:
     )
 
 
+def test_drill_with_no_domain_holding_a_pod_has_nothing_to_drill(tmp_path: Path) -> None:
+    """The Redis pods run on a node without a zone label (a warning): no zone failure touches
+    them, which is nothing to drill, not a drill that every zone survives."""
+    bare = node("x1", "zone-x", "rx")
+    del bare["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    pods = [redis_pod("k-0-0", "k", 0, "master", node="x1")]
+    dump = write_dump(tmp_path, [node("a1", "zone-a", "ra"), bare, *pods])
+    result = run(["-f", dump])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[0] == (
+        "error: nothing to drill: no zone holds a Redis pod (the nodes they run on have no "
+        "zone label); pass --allow-empty to accept it"
+    )
+    accepted = run(["-f", dump, "--allow-empty"])
+    assert accepted.exit_code == 0, accepted.output
+    assert "verdict: nothing drilled: no zone holds a Redis pod" in accepted.stdout
+    assert "every one of" not in accepted.stdout
+    assert "warning: node x1" in accepted.stderr
+    hosts = run(["-f", dump, "--level", "host", "-o", "json"])
+    assert [f["domain"] for f in json.loads(hosts.stdout)["failures"]] == ["x1"]
+
+
 def test_drill_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     dump = write_dump(tmp_path, three_zone_objects())
     cases = [

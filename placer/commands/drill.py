@@ -109,7 +109,7 @@ def nothing_drilled(report: DrillReport, plan: Plan | None, level: Level | None)
         pending = f"{len(report.left_out)} pending or unplaced"
         return f"no Redis pod has a node ({pending}{hint})"
     if not report.failures:
-        return f"no {level} holds a Redis pod"
+        return f"no {level} holds a Redis pod (the nodes they run on have no {level} label)"
     return ""
 
 
