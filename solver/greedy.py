@@ -165,7 +165,8 @@ class _Rules:
 
     def __init__(self, state: _Cluster, policy: Policy, masters_total: dict[str, int]) -> None:
         self.state = state
-        self.separation = policy.rules.replica_separation
+        separation = policy.rules.replica_separation
+        self.required = [lvl for lvl in ("rack", "zone") if separation.strength(lvl) == "required"]
         self.survive = policy.rules.survive
         self.masters_total = masters_total
         self.master_node: dict[str, Node | None] = {}
@@ -175,10 +176,8 @@ class _Rules:
         shard = member.shard_key
         master = self.master_node.get(shard)
         if role is Role.REPLICA and master is not None:
-            for level in ("rack", "zone"):
-                if self.separation.strength(level) == "required" and node.domain(
-                    level
-                ) == master.domain(level):
+            for level in self.required:
+                if node.domain(level) == master.domain(level):
                     return False
         if self.survive == "none":
             return True

@@ -136,7 +136,11 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             ):
                 candidate.plan, candidate.verdict = other.plan, other.verdict
                 return candidate
-        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
+        placement = candidate.placement
+        for m in snapshot.pending:
+            if m.key not in placement.node:
+                placement.unplaced.setdefault(m.key, "not placed")
+        candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
         candidate.verdict = assess(snapshot, policy, candidate.plan)
         return candidate
 
@@ -153,12 +157,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         )
         unplaceable = levels.unplaceable
         bounds = _level_bounds(snapshot, levels)
-        first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
-        candidates.append(first)
-        if not _proven(snapshot, first, bounds):
+        if levels.placement.node:
+            first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+            candidates.append(first)
+        if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
             report("greedy", None, None)
             candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+            first = candidates[0]
             relaxed = _relaxable(policy)
             if (
                 relaxed
@@ -221,7 +227,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             "objective": objective,
             "bound": bound,
             "gap": (objective - bound) / objective if objective > 0 else 0.0,
-            "unplaced_bound": bounds.unplaced if bounds.known else 0,
+            "unplaced_bound": bounds.unplaced if bounds.known else None,
             "solve_seconds": round(time.monotonic() - start, 4),
             "violations": best.verdict.violations,
             "worst_domain_loss": best.verdict.worst_domain_loss,

@@ -22,7 +22,7 @@ from tests.bruteforce import brute_force_optimum
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
 MEDIUM = settings(
-    max_examples=150, deadline=None, derandomize=False, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
