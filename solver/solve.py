@@ -207,7 +207,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     ):
         best.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
     assert best.plan is not None and best.verdict is not None
-    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline)
+    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline, bounds)
     plan = best.plan.model_copy(
         update={
             "unplaced": [
@@ -434,10 +434,16 @@ def _mark_unplaced(
     unplaceable: dict[str, str],
     options: SolveOptions,
     deadline: float,
+    bounds: _Bounds,
 ) -> None:
     """Give every pending member the plan leaves out a reason, in words, per shard."""
     placement = best.placement
     missing = [m for m in snapshot.pending if m.key not in placement.node]
+    proven_most = None
+    if bounds.known and bounds.solvable:
+        left_out = sum(1 for k in bounds.solvable if k not in placement.node)
+        if left_out == bounds.unplaced:
+            proven_most = sum(1 for m in snapshot.pending if m.key in placement.node)
     reasons, explanation = unplaced_reasons(
         snapshot,
         policy,
@@ -445,6 +451,7 @@ def _mark_unplaced(
         unplaceable,
         [r.encode for r in RULES],
         deadline if options.explain else None,
+        proven_most,
     )
     placement.unplaced = reasons
     placement.explanation = explanation
