@@ -87,7 +87,7 @@ def test_slot_tables_count_members_under_each_ceiling() -> None:
     nodes = [node("a0", "a", "a-r0", memory="10Gi")]
     snap = snapshot(nodes, [other_pod("web", "a0", "100m", "4Gi"), *new_shards(1, size=1)])
     shapes = build_shapes(snap, partial=False)
-    rooms = build_rooms(snap, Policy(), [], shapes.kinds)
+    rooms = build_rooms(snap, Policy(), {}, {}, shapes.kinds)
     assert rooms.floor == 0
     table = rooms.table([0], 0)
     assert table[49] == 0  # 5Gi would be 50 %
@@ -102,13 +102,13 @@ def test_three_members_over_three_zones_have_eighteen_patterns() -> None:
     snap = snapshot(three_zones(per_zone=2), new_shards(2))
     policy = Policy.model_validate({"rules": {"replicaSeparation": {"zone": "preferred"}}})
     shapes = build_shapes(snap, partial=False)
-    rooms = build_rooms(snap, policy, [], shapes.kinds)
+    rooms = build_rooms(snap, policy, {}, {}, shapes.kinds)
     spec = zone_spec(shapes, rooms, policy, {"rack": "preferred", "zone": "preferred"}, frozenset())
     (bt,) = bundle_types(spec, rooms, policy)
     assert len(bt.patterns) == 15
     roomy = snapshot(three_zones(per_zone=3), new_shards(2))
     shapes = build_shapes(roomy, partial=False)
-    rooms = build_rooms(roomy, policy, [], shapes.kinds)
+    rooms = build_rooms(roomy, policy, {}, {}, shapes.kinds)
     spec = zone_spec(shapes, rooms, policy, {"rack": "preferred", "zone": "preferred"}, frozenset())
     (bt,) = bundle_types(spec, rooms, policy)
     assert len(bt.patterns) == 18 <= MAX_PATTERNS
@@ -120,7 +120,7 @@ def test_required_zone_separation_and_survive_filter_patterns() -> None:
         {"rules": {"replicaSeparation": {"zone": "required"}, "survive": "zone"}}
     )
     shapes = build_shapes(snap, partial=False)
-    rooms = build_rooms(snap, policy, [], shapes.kinds)
+    rooms = build_rooms(snap, policy, {}, {}, shapes.kinds)
     spec: LevelSpec = zone_spec(
         shapes, rooms, policy, {"rack": "preferred", "zone": "required"}, frozenset()
     )

@@ -76,14 +76,11 @@ def rack_spec(
         )
     fixed: dict[str, Counter[int | None]] = {}
     outside: dict[str, Counter[str]] = {}
-    for f in shapes.stays:
-        if f.role is not Role.MASTER:
-            continue
-        cluster = f.member.cluster
-        child = index.get(f.node.rack) if f.node.zone == zone else None
+    for cluster, node in shapes.standing.masters:
+        child = index.get(node.rack) if node.zone == zone else None
         fixed.setdefault(cluster, Counter())[child] += 1
         if child is None:
-            outside.setdefault(cluster, Counter())[f.node.rack] += 1
+            outside.setdefault(cluster, Counter())[f"{node.zone}/{node.rack}"] += 1
     return LevelSpec(
         level="rack",
         children=children,
