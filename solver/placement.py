@@ -43,8 +43,9 @@ def to_plan(snapshot: Snapshot, placement: Placement, mode: Mode, status: Status
             action, from_node = "move", current
         else:
             action, node = "keep", current
+        # Built without validation: every field comes from parsed, validated members.
         assignments.append(
-            Assignment(
+            Assignment.model_construct(
                 pod=key,
                 node=node,
                 role=role.value,

@@ -8,16 +8,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.cluster import Role
+from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import check_plan, evaluate_objective
-from solver.greedy import greedy_placement
+from solver.greedy import greedy_placement, greedy_plan
 from solver.levels.domains import MAX_PATTERNS, Bundle, LevelSpec, bundle_types
 from solver.levels.rooms import build_rooms
 from solver.levels.shapes import build_shapes
 from solver.levels.topdown import LevelsOptions, place_by_levels
 from solver.levels.zones import zone_spec
 from solver.placement import Placement, to_plan
+from solver.solve import SolveOptions, solve
 from tests.bruteforce import brute_force_optimum
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
@@ -277,3 +279,23 @@ def test_levels_placements_keep_every_hard_rule(
         and not (_broken_clusters([v]) and _broken_clusters([v]) <= already)
     ]
     assert added == [], added
+
+
+@MEDIUM
+@given(medium_clusters(), medium_policies())
+def test_solve_is_never_worse_than_greedy_on_random_clusters(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], policy: Policy
+) -> None:
+    """Placed pods, then hard violations, then the objective: the plan is at least greedy's."""
+    snap = snapshot(*cluster, policy=policy)
+    plan = solve(snap, policy, "place", SolveOptions(time_limit=10))
+    baseline = greedy_plan(snap, policy)
+
+    def rank(p: Plan) -> tuple[int, int, float]:
+        hard = sum(1 for v in check_plan(snap, policy, p) if v.severity == "hard")
+        return (len(p.unplaced), hard, evaluate_objective(snap, policy, p)["total"])
+
+    assert rank(plan) <= rank(baseline)
+    assert plan.bound <= plan.objective
+    if plan.status == "OPTIMAL":
+        assert plan.objective == plan.bound
