@@ -264,8 +264,11 @@ def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
 
 
 def _level_progress(report: Progress) -> Callable[[str, float, float], None]:
+    """Level one's figures are the plan's own terms (a lower estimate of the final plan's,
+    which the nodes level below then realises): they are shown as they improve."""
+
     def progress(phase: str, objective: float, bound: float) -> None:
-        report(phase, None, None)
+        report(phase, objective if phase.startswith("level one") else None, bound)
 
     return progress
 

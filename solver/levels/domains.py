@@ -413,6 +413,8 @@ class SolveSettings:
     hint: dict[str, tuple[int, Role]] | None = None
     """Pod key -> (child index, role) of a known placement (greedy's): the search's start."""
     hint_t: int | None = None
+    offset: int = 0
+    """Soft costs of what stays that the model does not count, added to what progress shows."""
 
 
 @dataclass
@@ -556,7 +558,7 @@ def solve_level(
     # worker prove what otherwise takes a portfolio (docs/benchmarks.md).
     params.linearization_level = 2
     params.log_search_progress = False
-    callback = _Reporter(settings, big) if settings.progress else None
+    callback = _Reporter(settings, big, big_short) if settings.progress else None
     code = solver.solve(model, callback)
     status = solver.status_name(code)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -746,12 +748,21 @@ def _assign(bundle: Bundle, pattern: Pattern, out: dict[str, tuple[int, Role]]) 
 
 
 class _Reporter(cp_model.CpSolverSolutionCallback):
-    def __init__(self, settings: SolveSettings, big: int) -> None:
+    """Each better solution, in the plan's own terms: the soft objective (with the costs of what
+    stays, ``settings.offset``) and its bound, the phase naming pods still unplaced."""
+
+    def __init__(self, settings: SolveSettings, big: int, big_short: int) -> None:
         super().__init__()
         self.settings = settings
-        self.big = big
-        self.start = time.monotonic()
+        self.big, self.big_short = big, big_short
 
     def on_solution_callback(self) -> None:
         assert self.settings.progress is not None
-        self.settings.progress(self.settings.phase, self.objective_value, self.best_objective_bound)
+        unplaced, rest = divmod(round(self.objective_value), self.big)
+        objective = rest % self.big_short + self.settings.offset
+        bound_unplaced, bound_rest = divmod(math.ceil(self.best_objective_bound - 1e-6), self.big)
+        bound = (
+            bound_rest % self.big_short + self.settings.offset if bound_unplaced == unplaced else 0
+        )
+        phase = self.settings.phase + (f" ({unplaced} pods unplaced)" if unplaced else "")
+        self.settings.progress(phase, float(objective), float(bound))
