@@ -20,7 +20,6 @@ a valid lower bound of the objective for the terms it sees.
 
 import itertools
 import math
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
