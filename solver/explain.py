@@ -195,27 +195,28 @@ def unplaced_reasons(
         else:
             conflict.append(shard)
     explanation: list[str] = []
-    if conflict and proven_most is not None:
-        pending = sum(1 for m in snapshot.pending if not m.pod.deleting)
-        line = (
-            f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
-            "under every hard rule (proven by the solver), and this shard is among those left out"
-        )
-        explanation = [line]
-        for shard in conflict:
-            reasons[shard] = line
-        conflict = []
     if conflict and problem is not None and deadline is not None:
         size = sum(len(g.candidates) for g in problem.groups)
         remaining = deadline - time.monotonic()
         if size <= EXPLAIN_LIMIT and remaining > 0.1:
             placed = [k for k in problem.shards if k not in conflict and k not in reasons]
             explanation = explain_conflict(
-                problem, conflict + placed, encode_rules, max(0.2, min(10.0, remaining))
+                problem, conflict + placed, encode_rules, max(0.2, min(2.0, remaining))
             )
+            if explanation and explanation[0].startswith("the shards fit one at a time"):
+                explanation = []  # no core within the time: say what is proven instead
+    fallback = GENERIC
+    if proven_most is not None:
+        pending = sum(1 for m in snapshot.pending if not m.pod.deleting)
+        fallback = (
+            f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
+            "under every hard rule (proven by the solver), and this shard is among those left out"
+        )
+        if not explanation:
+            explanation = [fallback]
     for shard in conflict:
         named = [line for line in explanation if _names(line, shard)]
-        reasons[shard] = named[0] if named else GENERIC
+        reasons[shard] = named[0] if named else fallback
     out: dict[str, str] = {}
     for shard, members in by_shard.items():
         for m in members:
