@@ -24,7 +24,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
-from solver.classes.problem import build_problem, limit_candidates
+from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
@@ -194,7 +194,12 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         baseline = _baseline(snapshot, policy, mode)
         candidates.append(judge(_Candidate("greedy", baseline)))
         report("node classes", None, None)
-        classes = _rebalance(snapshot, policy, baseline, work_until, workers, seed, options)
+        current = candidates[-1].verdict
+        assert current is not None
+        at_fault = _at_fault(snapshot, current)
+        classes = _rebalance(
+            snapshot, policy, baseline, work_until, workers, seed, options, at_fault
+        )
         if classes is not None:
             candidate, bound = classes
             candidates.append(judge(candidate))
@@ -379,6 +384,27 @@ def _tighter(a: _Bounds, b: _Bounds) -> _Bounds:
     return b if b.soft > a.soft else a
 
 
+REBALANCE_WHOLE = 60_000
+"""Class-model size (decision variables) above which rebalance moves only the shards at fault."""
+REBALANCE_AT_FAULT = 40
+REBALANCE_AT_FAULT_VARIABLES = 8_000
+"""Decision variables the shards at fault keep (the roomiest classes of each rack, and where
+they run): small enough for CP-SAT to improve on the current placement within seconds."""
+"""Most shards one rebalance on a large cluster re-solves, the worst first: a run applies a
+few changes (--max-moves), and the next run takes the next ones."""
+
+
+def _at_fault(snapshot: Snapshot, verdict: Assessment) -> set[str]:
+    """Shards named by the violations of the current placement: hard ones first, then soft."""
+    shard_of = {m.key: m.shard_key for m in snapshot.members}
+    ordered: list[str] = []
+    for severity in ("hard", "soft"):
+        for v in verdict.violations:
+            if v.severity == severity:
+                ordered.extend(shard_of[p] for p in v.pods if p in shard_of)
+    return set(list(dict.fromkeys(ordered))[:REBALANCE_AT_FAULT])
+
+
 def _rebalance(
     snapshot: Snapshot,
     policy: Policy,
@@ -387,9 +413,20 @@ def _rebalance(
     workers: int,
     seed: int,
     options: SolveOptions,
+    at_fault: set[str],
 ) -> tuple[_Candidate, float] | None:
-    """The class model, started from the current placement (with greedy's for pending pods)."""
+    """The class model, started from the current placement (with greedy's for pending pods).
+
+    On a large cluster only the shards the audit finds at fault move (hard violations first):
+    the whole cluster's model would not even be built within the budget. Its bound then speaks
+    of that part only, so none is reported.
+    """
     problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
+    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
+    if size > REBALANCE_WHOLE and at_fault:
+        problem = build_problem(
+            snapshot, policy, "rebalance", max_variables=None, movable_shards=at_fault
+        )
     keep: dict[int, set[int]] = {}
     for g in problem.groups:
         for m in g.members:
@@ -397,7 +434,10 @@ def _rebalance(
             c = problem.node_class.get(node) if node else None
             if c is not None:
                 keep.setdefault(g.index, set()).add(c)
-    problem = limit_candidates(problem, keep=keep)
+    restricted = size > REBALANCE_WHOLE and bool(at_fault)
+    problem = limit_candidates(
+        problem, REBALANCE_AT_FAULT_VARIABLES if restricted else DEFAULT_MAX_VARIABLES, keep=keep
+    )
     remaining = until - time.monotonic()
     if remaining <= 0.1:
         return None
