@@ -13,9 +13,10 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import check_plan, evaluate_objective
 from solver.greedy import greedy_placement, greedy_plan
-from solver.levels.domains import MAX_PATTERNS, Bundle, LevelSpec, bundle_types
+from solver.levels.patterns import MAX_PATTERNS, bundle_types
 from solver.levels.rooms import build_rooms
 from solver.levels.shapes import build_shapes
+from solver.levels.spec import Bundle, LevelSpec
 from solver.levels.topdown import LevelsOptions, place_by_levels
 from solver.levels.zones import zone_spec
 from solver.placement import Placement, to_plan

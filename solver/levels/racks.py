@@ -9,17 +9,10 @@ from collections import Counter, defaultdict
 
 from models.cluster import Member, Role
 from models.policy import Policy
-from solver.levels.domains import (
-    Bundle,
-    Child,
-    LevelSolution,
-    LevelSpec,
-    SolveSettings,
-    Stay,
-    solve_level,
-)
+from solver.levels.model import SolveSettings, solve_level
 from solver.levels.rooms import Rooms
 from solver.levels.shapes import Fixed, PendingShard, Shapes
+from solver.levels.spec import Bundle, Child, LevelSolution, LevelSpec, Stay
 
 
 def rack_children(rooms: Rooms, zone: str) -> list[Child]:

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from models.cluster import Role
 from models.policy import Policy
 from models.snapshot import Snapshot
-from solver.levels.domains import LevelSolution, SolveSettings
+from solver.levels.model import SolveSettings
 from solver.levels.nodes import Arrival, NodeUse, pack
 from solver.levels.racks import solve_racks
 from solver.levels.rooms import MEMORY, Rooms, build_rooms
 from solver.levels.shapes import PendingShard, Shapes, build_shapes
+from solver.levels.spec import LevelSolution
 from solver.levels.zones import solve_zones, zone_children
 from solver.placement import Placement
 

@@ -8,17 +8,10 @@ all counts at this level, so its optimum is a true lower bound for them; the uti
 from collections import Counter
 
 from models.policy import Policy
-from solver.levels.domains import (
-    Bundle,
-    Child,
-    LevelSolution,
-    LevelSpec,
-    SolveSettings,
-    Stay,
-    solve_level,
-)
+from solver.levels.model import SolveSettings, solve_level
 from solver.levels.rooms import Rooms
 from solver.levels.shapes import Shapes
+from solver.levels.spec import Bundle, Child, LevelSolution, LevelSpec, Stay
 
 
 def zone_children(rooms: Rooms) -> list[Child]:
