@@ -72,8 +72,9 @@ class Plan(Wire):
     objective: float = 0
     bound: float = 0
     gap: float = 0
-    unplaced_bound: int = 0
-    """No plan leaves fewer of the placeable pending pods unplaced (proven lower bound)."""
+    unplaced_bound: int | None = None
+    """No plan leaves fewer of the placeable pending pods unplaced (proven lower bound); None
+    when nothing is proven."""
     solve_seconds: float = 0.0
     assignments: list[Assignment] = []
     failovers: list[Failover] = []

@@ -41,10 +41,11 @@ class Snapshot(Value):
             grouped.setdefault(member.shard_key, []).append(member)
         return grouped
 
-    @property
+    @cached_property
     def pending(self) -> list[Member]:
+        """Cached: every solve asks several times, and a large cluster has thousands."""
         return [m for m in self.members if m.pod.pending]
 
-    @property
+    @cached_property
     def running(self) -> list[Member]:
         return [m for m in self.members if not m.pod.pending]

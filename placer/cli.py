@@ -52,3 +52,7 @@ def kubectl_main() -> None:
     """``kubectl redis-placer ...``: kubectl runs the ``kubectl-redis_placer`` executable on the
     PATH for it (its plugin convention), and help and errors name the command as typed."""
     main(prog_name="kubectl redis-placer", complete_var="_KUBECTL_REDIS_PLACER_COMPLETE")
+
+
+if __name__ == "__main__":  # python -m placer.cli, as the console script does
+    main()

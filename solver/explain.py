@@ -19,7 +19,7 @@ from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.classes.cpmodel import PlacementModel, build_variables
-from solver.classes.problem import Problem, build_problem
+from solver.classes.problem import Group, Problem, build_problem
 from solver.predicates import blocking_reason, node_accepts_new_pods
 
 GENERIC = (
@@ -158,16 +158,20 @@ def unplaced_reasons(
     unplaceable: dict[str, str],
     encode_rules: list[Callable[..., None]],
     deadline: float | None,
+    proven_most: int | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """(pod key -> why it is not placed, the conflict explanation if one was found).
 
     ``deadline`` None skips the conflict explanation (it solves a model of its own).
+    ``proven_most``: the solver proved no plan places more pending pods than this; shards left
+    out for room then say so rather than solve a conflict model.
     """
     by_shard: dict[str, list[Member]] = defaultdict(list)
     for member in missing:
         by_shard[member.shard_key].append(member)
     reasons: dict[str, str] = {}
     problem: Problem | None = None
+    group_of: dict[str, Group] = {}
     conflict: list[str] = []
     for shard, members in sorted(by_shard.items()):
         live = [m for m in members if not m.pod.deleting]
@@ -182,8 +186,9 @@ def unplaced_reasons(
             continue
         if problem is None:
             problem = build_problem(snapshot, policy, "place", max_variables=None)
+            group_of = {m.key: g for g in problem.groups for m in g.members}
         without = next(
-            (m for m in live for g in problem.groups if m in g.members and not g.candidates), None
+            (m for m in live if m.key in group_of and not group_of[m.key].candidates), None
         )
         if without is not None:
             reasons[shard] = f"{without.key}: {filter_summary(problem, without)}"
@@ -196,11 +201,22 @@ def unplaced_reasons(
         if size <= EXPLAIN_LIMIT and remaining > 0.1:
             placed = [k for k in problem.shards if k not in conflict and k not in reasons]
             explanation = explain_conflict(
-                problem, conflict + placed, encode_rules, max(0.2, min(10.0, remaining))
+                problem, conflict + placed, encode_rules, max(0.2, min(2.0, remaining))
             )
+            if explanation and explanation[0].startswith("the shards fit one at a time"):
+                explanation = []  # no core within the time: say what is proven instead
+    fallback = GENERIC
+    if proven_most is not None:
+        pending = sum(1 for m in snapshot.pending if not m.pod.deleting)
+        fallback = (
+            f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
+            "under every hard rule (proven by the solver), and this shard is among those left out"
+        )
+        if not explanation:
+            explanation = [fallback]
     for shard in conflict:
         named = [line for line in explanation if _names(line, shard)]
-        reasons[shard] = named[0] if named else GENERIC
+        reasons[shard] = named[0] if named else fallback
     out: dict[str, str] = {}
     for shard, members in by_shard.items():
         for m in members:

@@ -373,7 +373,8 @@ def headroom(
     # The solver proves how few pending pods any plan must leave unplaced: the shards beyond
     # what the rest allows cannot fit. With all candidates placed, only the bound speaks.
     if placed < count:
-        proven = (count * shape.size - plan.unplaced_bound) // shape.size
+        known = plan.unplaced_bound if plan.unplaced_bound is not None else 0
+        proven = (count * shape.size - known) // shape.size
         trusted = plan.status == "OPTIMAL" and not broken
         bound = placed if trusted else max(placed, min(upper, proven))
     else:

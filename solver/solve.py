@@ -24,7 +24,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
-from solver.classes.problem import build_problem, limit_candidates
+from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
@@ -111,10 +111,12 @@ def solve(
 
 
 def _finish_reserve(snapshot: Snapshot) -> float:
-    """Seconds kept back for judging the candidates and writing the plan (measured: about
-    30 microseconds per member and pod for each candidate judged)."""
+    """Seconds kept back, after the CP-SAT levels, for what must still run within the limit
+    when their plan is not proven optimal: greedy's placement (measured on this 2-core machine:
+    about 150 microseconds a pending pod, loaded) and judging two candidates (about 30
+    microseconds a member, pod and node each)."""
     items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
-    return 0.05 + 70e-6 * items
+    return 0.05 + 2 * 35e-6 * items + 150e-6 * len(snapshot.pending)
 
 
 def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions) -> Plan:
@@ -136,7 +138,11 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             ):
                 candidate.plan, candidate.verdict = other.plan, other.verdict
                 return candidate
-        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
+        placement = candidate.placement
+        for m in snapshot.pending:
+            if m.key not in placement.node:
+                placement.unplaced.setdefault(m.key, "not placed")
+        candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
         candidate.verdict = assess(snapshot, policy, candidate.plan)
         return candidate
 
@@ -153,12 +159,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         )
         unplaceable = levels.unplaceable
         bounds = _level_bounds(snapshot, levels)
-        first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
-        candidates.append(first)
-        if not _proven(snapshot, first, bounds):
+        if levels.placement.node:
+            first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+            candidates.append(first)
+        if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
             report("greedy", None, None)
             candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+            first = candidates[0]
             relaxed = _relaxable(policy)
             if (
                 relaxed
@@ -188,7 +196,12 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         baseline = _baseline(snapshot, policy, mode)
         candidates.append(judge(_Candidate("greedy", baseline)))
         report("node classes", None, None)
-        classes = _rebalance(snapshot, policy, baseline, work_until, workers, seed, options)
+        current = candidates[-1].verdict
+        assert current is not None
+        at_fault = _at_fault(snapshot, current)
+        classes = _rebalance(
+            snapshot, policy, baseline, work_until, workers, seed, options, at_fault
+        )
         if classes is not None:
             candidate, bound = classes
             candidates.append(judge(candidate))
@@ -201,7 +214,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     ):
         best.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
     assert best.plan is not None and best.verdict is not None
-    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline)
+    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline, bounds)
     plan = best.plan.model_copy(
         update={
             "unplaced": [
@@ -221,7 +234,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             "objective": objective,
             "bound": bound,
             "gap": (objective - bound) / objective if objective > 0 else 0.0,
-            "unplaced_bound": bounds.unplaced if bounds.known else 0,
+            "unplaced_bound": bounds.unplaced if bounds.known else None,
             "solve_seconds": round(time.monotonic() - start, 4),
             "violations": best.verdict.violations,
             "worst_domain_loss": best.verdict.worst_domain_loss,
@@ -258,8 +271,11 @@ def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
 
 
 def _level_progress(report: Progress) -> Callable[[str, float, float], None]:
+    """Level one's figures are the plan's own terms (a lower estimate of the final plan's,
+    which the nodes level below then realises): they are shown as they improve."""
+
     def progress(phase: str, objective: float, bound: float) -> None:
-        report(phase, None, None)
+        report(phase, objective if phase.startswith("level one") else None, bound)
 
     return progress
 
@@ -370,6 +386,27 @@ def _tighter(a: _Bounds, b: _Bounds) -> _Bounds:
     return b if b.soft > a.soft else a
 
 
+REBALANCE_WHOLE = 60_000
+"""Class-model size (decision variables) above which rebalance moves only the shards at fault."""
+REBALANCE_AT_FAULT = 40
+REBALANCE_AT_FAULT_VARIABLES = 8_000
+"""Decision variables the shards at fault keep (the roomiest classes of each rack, and where
+they run): small enough for CP-SAT to improve on the current placement within seconds."""
+"""Most shards one rebalance on a large cluster re-solves, the worst first: a run applies a
+few changes (--max-moves), and the next run takes the next ones."""
+
+
+def _at_fault(snapshot: Snapshot, verdict: Assessment) -> set[str]:
+    """Shards named by the violations of the current placement: hard ones first, then soft."""
+    shard_of = {m.key: m.shard_key for m in snapshot.members}
+    ordered: list[str] = []
+    for severity in ("hard", "soft"):
+        for v in verdict.violations:
+            if v.severity == severity:
+                ordered.extend(shard_of[p] for p in v.pods if p in shard_of)
+    return set(list(dict.fromkeys(ordered))[:REBALANCE_AT_FAULT])
+
+
 def _rebalance(
     snapshot: Snapshot,
     policy: Policy,
@@ -378,9 +415,20 @@ def _rebalance(
     workers: int,
     seed: int,
     options: SolveOptions,
+    at_fault: set[str],
 ) -> tuple[_Candidate, float] | None:
-    """The class model, started from the current placement (with greedy's for pending pods)."""
+    """The class model, started from the current placement (with greedy's for pending pods).
+
+    On a large cluster only the shards the audit finds at fault move (hard violations first):
+    the whole cluster's model would not even be built within the budget. Its bound then speaks
+    of that part only, so none is reported.
+    """
     problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
+    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
+    if size > REBALANCE_WHOLE and at_fault:
+        problem = build_problem(
+            snapshot, policy, "rebalance", max_variables=None, movable_shards=at_fault
+        )
     keep: dict[int, set[int]] = {}
     for g in problem.groups:
         for m in g.members:
@@ -388,7 +436,10 @@ def _rebalance(
             c = problem.node_class.get(node) if node else None
             if c is not None:
                 keep.setdefault(g.index, set()).add(c)
-    problem = limit_candidates(problem, keep=keep)
+    restricted = size > REBALANCE_WHOLE and bool(at_fault)
+    problem = limit_candidates(
+        problem, REBALANCE_AT_FAULT_VARIABLES if restricted else DEFAULT_MAX_VARIABLES, keep=keep
+    )
     remaining = until - time.monotonic()
     if remaining <= 0.1:
         return None
@@ -428,10 +479,16 @@ def _mark_unplaced(
     unplaceable: dict[str, str],
     options: SolveOptions,
     deadline: float,
+    bounds: _Bounds,
 ) -> None:
     """Give every pending member the plan leaves out a reason, in words, per shard."""
     placement = best.placement
     missing = [m for m in snapshot.pending if m.key not in placement.node]
+    proven_most = None
+    if bounds.known and bounds.solvable:
+        left_out = sum(1 for k in bounds.solvable if k not in placement.node)
+        if left_out == bounds.unplaced:
+            proven_most = sum(1 for m in snapshot.pending if m.key in placement.node)
     reasons, explanation = unplaced_reasons(
         snapshot,
         policy,
@@ -439,6 +496,7 @@ def _mark_unplaced(
         unplaceable,
         [r.encode for r in RULES],
         deadline if options.explain else None,
+        proven_most,
     )
     placement.unplaced = reasons
     placement.explanation = explanation
