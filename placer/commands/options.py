@@ -6,7 +6,8 @@ Exit codes, the same for every command (the highest-ranked one that applies wins
   that cannot be trusted (a pod without its shard label, a shard with two masters) is an
   ``error:`` line on stderr, and what could be judged is still printed;
 * 3 some pending pods cannot be placed (the reason is printed, per pod);
-* 1 hard violations remain (audit: found; plan, rebalance: left after the plan);
+* 1 hard violations remain (audit: found; plan, rebalance: left after the plan; drill: a drilled
+  failure loses a shard or a Redis cluster's master majority);
 * 0 otherwise.
 
 Odd but usable input is a ``warning:`` line on stderr and changes no exit code.
