@@ -250,7 +250,14 @@ class KubeAdapter(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult: ...
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> BindResult: ...
 
     def pin_and_ungate(
         self,
@@ -261,6 +268,7 @@ class KubeAdapter(Protocol):
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PatchResult: ...
 
     def record_event(
@@ -270,12 +278,17 @@ class KubeAdapter(Protocol):
         message: str,
         type: EventType = "Normal",
         component: str = DEFAULT_COMPONENT,
+        count: int = 1,
     ) -> bool: ...
 
     def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult: ...
 
     def patch_pod_labels(
-        self, namespace: str, name: str, labels: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult: ...
 
     def write_configmap(
@@ -535,10 +548,17 @@ class KubernetesAdapter:
 
     # -- enforcing -----------------------------------------------------------------------
 
-    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> BindResult:
         """Bind through ``pods/binding``; the server does it atomically, at most once.
 
-        201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
+        ``annotations`` are copied onto the pod by the server in the same write. 201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
         retry after a lost response can tell its own earlier success), is still gated, or is a
         newer pod with the same name (uid precondition). 404 means it is gone.
         """
@@ -547,7 +567,7 @@ class KubernetesAdapter:
                 self.core.create_namespaced_pod_binding(
                     name,
                     namespace,
-                    build_binding(name, uid, node),  # type: ignore[arg-type]  # validated into V1Binding
+                    build_binding(name, uid, node, annotations),  # type: ignore[arg-type]  # validated into V1Binding
                     _headers={"Content-Type": JSON},
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
@@ -573,6 +593,7 @@ class KubernetesAdapter:
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PatchResult:
         """Pin a gated pod to ``node`` (required node affinity) and lift ``gate``, in one patch.
 
@@ -600,7 +621,7 @@ class KubernetesAdapter:
             return PatchResult(
                 PatchOutcome.NOT_GATED, 0, f"pod {where} has no scheduling gate {gate!r}", dict(pod)
             )
-        body = build_pin_patch(pod, node, gate, resource_version, labels)
+        body = build_pin_patch(pod, node, gate, resource_version, labels, annotations)
         return self._merge_patch(namespace, name, body, f"pinned to {node}")
 
     def _merge_patch(
@@ -628,12 +649,21 @@ class KubernetesAdapter:
         )
 
     def patch_pod_labels(
-        self, namespace: str, name: str, labels: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult:
-        """Set labels (a None value removes the label) with a merge patch."""
-        return self._merge_patch(
-            namespace, name, {"metadata": {"labels": dict(labels)}}, "labels patched"
-        )
+        """Set labels (a None value removes the label) with a merge patch.
+
+        With ``resource_version`` the patch applies only to the pod as it was then (409
+        otherwise): a label computed from an older view never overwrites a newer one.
+        """
+        metadata: dict[str, Any] = {"labels": dict(labels)}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return self._merge_patch(namespace, name, {"metadata": metadata}, "labels patched")
 
     def record_event(
         self,
@@ -642,9 +672,10 @@ class KubernetesAdapter:
         message: str,
         type: EventType = "Normal",
         component: str = DEFAULT_COMPONENT,
+        count: int = 1,
     ) -> bool:
         """Best effort: an Event that cannot be written is logged, never raised."""
-        body = build_event(pod, reason, message, type, component, self.instance)
+        body = build_event(pod, reason, message, type, component, self.instance, count=count)
         namespace = body["metadata"]["namespace"]
         try:
             self.core.create_namespaced_event(
