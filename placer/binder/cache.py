@@ -3,7 +3,9 @@
 The binder decides from this cache rather than listing 15,000 pods per batch. It holds no
 state the cluster does not: ``resync`` rebuilds it from scratch (at start, after a lost
 watch, after regaining leadership). What the binder itself just wrote (a binding, a pin) is
-recorded at once so the next decision counts it before the watch echoes it back.
+recorded at once so the next decision counts it before the watch echoes it back; what it is
+about to write (a pod decided and handed to enforcement) is assumed there even earlier, so the
+next batch is solved around it while its Binding is still in flight.
 """
 
 import gc
@@ -45,8 +47,11 @@ class ClusterCache:
         self.generation = 0
         """Bumped on every change, so a reader can tell nothing moved since it last looked."""
         self._assumed: dict[PodKey, tuple[str, str]] = {}
-        """Pods we bound, by (uid, node), until the watch shows the binding: kube-scheduler's
-        "assumed pods". An older event arriving late must not make a bound pod look pending."""
+        """Pods we decided or bound, by (uid, node), until the watch shows the binding:
+        kube-scheduler's "assumed pods". An older event arriving late must not make a bound pod
+        look pending, and a pod whose Binding is in flight must not be planned again."""
+        self._truth: dict[PodKey, dict[str, Any]] = {}
+        """The server's own version of each assumed pod, to fall back on if the write fails."""
 
     def resync(self) -> None:
         """List everything again; the watch resumes from the list's resourceVersion."""
@@ -55,13 +60,16 @@ class ClusterCache:
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         with self._lock:
             self.nodes = {n["metadata"]["name"]: n for n in nodes}
-            self.pods = {pod_key_of(p): p for p in pods}
+            listed = {pod_key_of(p): p for p in pods}
+            # Assumptions outlive a relist: the writes behind them may still be in flight.
+            self._truth = {k: listed[k] for k in self._assumed if k in listed}
+            self._assumed = {k: a for k, a in self._assumed.items() if k in self._truth}
+            self.pods = {k: self._with_assumption(k, p) for k, p in listed.items()}
             self.statefulsets = statefulsets
             self.version = version
             self.node_version = node_version
             self.synced = True
             self.generation += 1
-            self._assumed.clear()
         # The listed objects live until the next resync: move them out of the collector's
         # sight, or every full collection walks 15,000 pods to free nothing.
         gc.collect()
@@ -168,6 +176,7 @@ class ClusterCache:
                 if current is None or _same_pod(current, obj):
                     self.pods.pop(key, None)
                     self._assumed.pop(key, None)
+                    self._truth.pop(key, None)
                     self.generation += 1
             elif (
                 current is None or _version(obj) >= _version(current) or not _same_pod(current, obj)
@@ -177,16 +186,17 @@ class ClusterCache:
             self.version = event.resource_version or self.version
 
     def _with_assumption(self, key: PodKey, pod: dict[str, Any]) -> dict[str, Any]:
+        """``pod`` as the server sent it, counted on its assumed node if it has one."""
         assumed = self._assumed.get(key)
         if assumed is None:
             return pod
         uid = str((pod.get("metadata") or {}).get("uid") or "")
-        if uid != assumed[0]:
-            self._assumed.pop(key, None)  # a new pod of the same name
+        if uid != assumed[0] or (pod.get("spec") or {}).get("nodeName"):
+            # a new pod of the same name, or the server's view has caught up
+            self._assumed.pop(key, None)
+            self._truth.pop(key, None)
             return pod
-        if (pod.get("spec") or {}).get("nodeName"):
-            self._assumed.pop(key, None)  # the server's view has caught up
-            return pod
+        self._truth[key] = pod
         return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
 
     def put_pod(self, pod: dict[str, Any]) -> None:
@@ -202,17 +212,72 @@ class ClusterCache:
         with self._lock:
             self.pods.pop(key, None)
             self._assumed.pop(key, None)
+            self._truth.pop(key, None)
+            self.generation += 1
+
+    def assume(self, key: PodKey, uid: str, node: str) -> bool:
+        """Count a pending pod on ``node`` from now on, before the write that puts it there.
+
+        False (and nothing assumed) when the pod is gone, is another pod of the same name, or
+        already has a node: the plan for it is stale.
+        """
+        with self._lock:
+            pod = self._truth.get(key) or self.pods.get(key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                return False
+            if uid and str((pod.get("metadata") or {}).get("uid") or "") != uid:
+                return False
+            self._assumed[key] = (str((pod.get("metadata") or {}).get("uid") or ""), node)
+            self.pods[key] = self._with_assumption(key, pod)
+            self.generation += 1
+            return True
+
+    def forget_assumed(self, key: PodKey) -> None:
+        """The write behind an assumption failed or was never sent: the server's view again."""
+        with self._lock:
+            if self._assumed.pop(key, None) is None:
+                return
+            truth = self._truth.pop(key, None)
+            if truth is not None:
+                self.pods[key] = truth
             self.generation += 1
 
     def note_bound(self, key: PodKey, node: str) -> None:
         """The server accepted our binding; count the pod on its node until the watch says so."""
         with self._lock:
             pod = self.pods.get(key)
+            if self._assumed.get(key, ("", ""))[1] == node:
+                return  # assumed when decided: nothing changes
+            pod = self._truth.get(key) or pod
             if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
                 uid = str((pod.get("metadata") or {}).get("uid") or "")
                 self._assumed[key] = (uid, node)
                 self.pods[key] = self._with_assumption(key, pod)
                 self.generation += 1
+
+    def settle(self, pod: dict[str, Any]) -> None:
+        """Our write landed without giving the pod a node (a pin): the server's pod, as it
+        returned it, replaces the assumption in one step, so no reader sees the pod pending."""
+        with self._lock:
+            key = pod_key_of(pod)
+            self._assumed.pop(key, None)
+            truth = self._truth.pop(key, None)
+            current = truth or self.pods.get(key)
+            if current is None or _version(pod) >= _version(current) or not _same_pod(current, pod):
+                self.pods[key] = pod
+            elif truth is not None:
+                self.pods[key] = truth
+            self.generation += 1
+
+    def server_pod(self, key: PodKey) -> dict[str, Any] | None:
+        """The pod as the server last sent it, without any assumption of ours."""
+        with self._lock:
+            return self._truth.get(key) or self.pods.get(key)
+
+    def assumed(self) -> dict[PodKey, str]:
+        """Pods counted on a node the server has not recorded yet: pod -> node."""
+        with self._lock:
+            return {k: node for k, (_, node) in self._assumed.items()}
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""
