@@ -46,8 +46,8 @@ class ClusterCache:
         self.synced = False
         self.generation = 0
         """Bumped on every change, so a reader can tell nothing moved since it last looked."""
-        self._assumed: dict[PodKey, tuple[str, str]] = {}
-        """Pods we decided or bound, by (uid, node), until the watch shows the binding:
+        self._assumed: dict[PodKey, tuple[str, str, Mapping[str, str]]] = {}
+        """Pods we decided or bound, by (uid, node, annotations), until the watch shows the binding:
         kube-scheduler's "assumed pods". An older event arriving late must not make a bound pod
         look pending, and a pod whose Binding is in flight must not be planned again."""
         self._truth: dict[PodKey, dict[str, Any]] = {}
@@ -197,7 +197,12 @@ class ClusterCache:
             self._truth.pop(key, None)
             return pod
         self._truth[key] = pod
-        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
+        view = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
+        if assumed[2]:  # what our write adds (the role): the pod as it will be
+            meta = pod.get("metadata") or {}
+            annotations = {**(meta.get("annotations") or {}), **assumed[2]}
+            view["metadata"] = {**meta, "annotations": annotations}
+        return view
 
     def put_pod(self, pod: dict[str, Any]) -> None:
         """Record a pod as the server returned it (after a pin, or a re-read)."""
@@ -215,8 +220,11 @@ class ClusterCache:
             self._truth.pop(key, None)
             self.generation += 1
 
-    def assume(self, key: PodKey, uid: str, node: str) -> bool:
-        """Count a pending pod on ``node`` from now on, before the write that puts it there.
+    def assume(
+        self, key: PodKey, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> bool:
+        """Count a pending pod on ``node`` from now on, before the write that puts it there
+        (with the ``annotations`` that write adds: the role its plan gave it).
 
         False (and nothing assumed) when the pod is gone, is another pod of the same name, or
         already has a node: the plan for it is stale.
@@ -227,7 +235,11 @@ class ClusterCache:
                 return False
             if uid and str((pod.get("metadata") or {}).get("uid") or "") != uid:
                 return False
-            self._assumed[key] = (str((pod.get("metadata") or {}).get("uid") or ""), node)
+            self._assumed[key] = (
+                str((pod.get("metadata") or {}).get("uid") or ""),
+                node,
+                dict(annotations or {}),
+            )
             self.pods[key] = self._with_assumption(key, pod)
             self.generation += 1
             return True
@@ -246,12 +258,12 @@ class ClusterCache:
         """The server accepted our binding; count the pod on its node until the watch says so."""
         with self._lock:
             pod = self.pods.get(key)
-            if self._assumed.get(key, ("", ""))[1] == node:
+            if key in self._assumed and self._assumed[key][1] == node:
                 return  # assumed when decided: nothing changes
             pod = self._truth.get(key) or pod
             if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
                 uid = str((pod.get("metadata") or {}).get("uid") or "")
-                self._assumed[key] = (uid, node)
+                self._assumed[key] = (uid, node, {})
                 self.pods[key] = self._with_assumption(key, pod)
                 self.generation += 1
 
@@ -277,7 +289,7 @@ class ClusterCache:
     def assumed(self) -> dict[PodKey, str]:
         """Pods counted on a node the server has not recorded yet: pod -> node."""
         with self._lock:
-            return {k: node for k, (_, node) in self._assumed.items()}
+            return {k: node for k, (_, node, _) in self._assumed.items()}
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""
