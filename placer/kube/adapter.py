@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -325,6 +326,16 @@ def _failure(exc: Exception) -> tuple[int, str]:
 def default_instance() -> str:
     """Who is reporting: the pod name in a cluster (downward API), else the host name."""
     return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+_PROCESS_SUFFIX = uuid.uuid4().hex[:8]
+
+
+def process_identity() -> str:
+    """Who holds a Lease: the pod name in a cluster (a restarted container keeps it, and so
+    its Lease), else the host name and a per-process suffix, as client-go does, so two
+    processes on one machine are never taken for one holder."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{_PROCESS_SUFFIX}"
 
 
 class KubernetesAdapter:
