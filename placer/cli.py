@@ -34,3 +34,7 @@ class _Commands(click.Group):
 @click.version_option(package_name="redis-placer")
 def main() -> None:
     """Place Redis Cluster shards on Kubernetes with a constraint solver (OR-tools CP-SAT)."""
+
+
+if __name__ == "__main__":  # python -m placer.cli, as the console script does
+    main()
