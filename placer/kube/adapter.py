@@ -315,6 +315,15 @@ def _raw(value: object) -> HTTPResponse:
     return cast(HTTPResponse, value)
 
 
+def _read(value: object) -> HTTPResponse:
+    """The response, its body read: only then does its connection go back to the pool. An
+    unread response takes its connection with it, and the next request opens (and TLS-shakes
+    hands on) a new one, which costs more than the request itself."""
+    resp = _raw(value)
+    resp.data  # noqa: B018  # reads (and keeps) the body, releasing the connection
+    return resp
+
+
 def _failure(exc: Exception) -> tuple[int, str]:
     """(status, message) of a failed request; status 0 when the server never answered."""
     if isinstance(exc, ApiException):
@@ -574,7 +583,7 @@ class KubernetesAdapter:
         newer pod with the same name (uid precondition). 404 means it is gone.
         """
         try:
-            resp = _raw(
+            resp = _read(
                 self.core.create_namespaced_pod_binding(
                     name,
                     namespace,
@@ -689,12 +698,14 @@ class KubernetesAdapter:
         body = build_event(pod, reason, message, type, component, self.instance, count=count)
         namespace = body["metadata"]["namespace"]
         try:
-            self.core.create_namespaced_event(
-                namespace,
-                body,  # type: ignore[arg-type]  # validated into CoreV1Event
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.create_namespaced_event(
+                    namespace,
+                    body,  # type: ignore[arg-type]  # validated into CoreV1Event
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
         except Exception as exc:
             status, text = _failure(exc)
@@ -706,7 +717,7 @@ class KubernetesAdapter:
     def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult:
         """Ask the Eviction API, which honours PodDisruptionBudgets (429 = blocked, retry later)."""
         try:
-            resp = _raw(
+            resp = _read(
                 self.core.create_namespaced_pod_eviction(
                     name,
                     namespace,
@@ -741,12 +752,14 @@ class KubernetesAdapter:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
         action = f"write configmap {namespace}/{name}"
         try:
-            self.core.create_namespaced_config_map(
-                namespace,
-                body,  # type: ignore[arg-type]
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.create_namespaced_config_map(
+                    namespace,
+                    body,  # type: ignore[arg-type]
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
             return "created"
         except ApiException as exc:
@@ -755,13 +768,15 @@ class KubernetesAdapter:
         except Exception as exc:
             raise KubeApiError(action, *_failure(exc)) from exc
         try:
-            self.core.replace_namespaced_config_map(
-                name,
-                namespace,
-                body,  # type: ignore[arg-type]
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.replace_namespaced_config_map(
+                    name,
+                    namespace,
+                    body,  # type: ignore[arg-type]
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
         except Exception as exc:
             raise KubeApiError(action, *_failure(exc)) from exc
