@@ -535,11 +535,10 @@ class Binder:
                 )
                 self._backoff(shard, now, immediate=True)
                 continue
-            for p in placements:
-                log.info(
-                    "plan batch=%s pod=%s node=%s role=%s", batch_id, by_key_name(p.key), p.node,
-                    p.role,
-                )  # fmt: skip
+            log.info(
+                "plan batch=%s shard=%s pods=%s", batch_id, shard,
+                ",".join(f"{by_key_name(p.key)}@{p.node}:{p.role}" for p in placements),
+            )  # fmt: skip
             self._in_flight.add(shard)
             job = ShardJob(shard, batch_id, placements, summary)
             self.enforcer.submit(job, self._enforce_shard)
@@ -593,6 +592,11 @@ class Binder:
                 for rest in placements[i + 1 :]:
                     self.cache.forget_assumed(rest.key)
                 break
+        if outcome.bound:
+            log.info(
+                "placed batch=%s shard=%s mode=%s pods=%s", job.batch, job.shard,
+                self.config.enforce, ",".join(f"{name}@{node}" for name, node in outcome.bound),
+            )  # fmt: skip
         return outcome
 
     def _blocker(self, placements: tuple[Placement, ...]) -> str:
@@ -707,14 +711,8 @@ class Binder:
         name = by_key_name(key)
         outcome.bound.append((name, node))
         self._event(pod, "Scheduled", f"Successfully assigned {name} to {node}: {why}")
-        log.info(
-            "placed pod=%s node=%s mode=%s batch=%s%s",
-            name,
-            node,
-            self.config.enforce,
-            outcome.batch,
-            "" if written else " (bound before)",
-        )
+        if not written:
+            log.info("pod=%s already bound to %s, the node this plan chose", name, node)
         return "placed"
 
     def _queue_role_label(self, key: PodKey, uid: str, role: str) -> None:
