@@ -29,8 +29,9 @@ Pods are created shard by shard (master first) by ``--creators`` threads. A watc
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
 time to the first bind, p50/p90 from a shard's last pod created to its first bind, hard and
 soft violations of the result by the independent checker (``solver.check.audit``), the worst
-single-zone master loss, and the load average at start and end. ``--profile DIR`` records the
-binder with py-spy (it must be installed) into DIR.
+single-zone master loss, the load average at start and end, and the CPU seconds each process
+used. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
+into DIR, as collapsed stacks.
 """
 
 import argparse
@@ -260,6 +261,26 @@ class PodTimes:
         self._stop.set()
 
 
+# -- where the CPU goes ----------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(plane: ControlPlane, binder: "Binder | None") -> dict[str, float]:
+    pids = {p.name: p.popen.pid for p in plane.processes if p.popen is not None}
+    if binder is not None:
+        pids["binder"] = binder.process.pid
+    pids["benchmark"] = os.getpid()
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
 # -- the placers -----------------------------------------------------------------------------
 
 
@@ -324,8 +345,8 @@ def start_binder(
         if spy is None:
             raise RuntimeError("--profile needs py-spy on the PATH (pip install py-spy)")
         binder.profiler = subprocess.Popen(
-            [spy, "record", "--pid", str(process.pid), "--format", "raw", "--subprocesses",
-             "--rate", "50", "--output", str(profile / f"binder-{mode}.txt")],
+            [spy, "record", "--pid", str(process.pid), "--format", "raw", "--gil",
+             "--rate", "100", "--output", str(profile / f"binder-{mode}.txt")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -353,6 +374,8 @@ class RunResult:
     zone_master_loss: float
     load_start: float
     load_end: float
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process used from the first create to the last bind."""
     solves: list[str] = field(default_factory=list)
 
 
@@ -433,6 +456,7 @@ def run_placer(
     times = PodTimes(adapter, namespace).start()
     load_start = os.getloadavg()[0]
     print(f"{mode}: creating {total} pods (load {load_start:.2f})", flush=True)
+    cpu_before = cpu_of(plane, binder)
     try:
         started = create_pods(
             core, namespace, mode, args.shards, args.members, args.creators, times
@@ -440,6 +464,7 @@ def run_placer(
         created_s = time.monotonic() - started
         done = times.wait_bound(total, args.timeout)
         load_end = os.getloadavg()[0]
+        cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_of(plane, binder).items()}
     finally:
         times.stop()
         if binder is not None:
@@ -476,6 +501,7 @@ def run_placer(
         zone_master_loss=zone_loss,
         load_start=load_start,
         load_end=load_end,
+        cpu=cpu,
         solves=solves,
     )
     print(
@@ -672,6 +698,10 @@ def main() -> None:
     print(f"python -m benchmarks.real_api {' '.join(sys.argv[1:])}")
     for line in table(results, rates):
         print(line)
+    print()
+    for r in results:
+        used = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
+        print(f"{r.mode}: CPU seconds from first create to last bind: {used}")
     for r in results:
         if r.solves:
             print(f"\n{r.mode} solves:")

@@ -280,7 +280,13 @@ def test_batch_size_follows_the_solver_speed() -> None:
     assert sizer.pods == int(1.0 / 0.0075)
     before = sizer.pods
     sizer.observe(30, 5.1, "FEASIBLE", budget=5.0)  # the budget ran out: says nothing of speed
-    assert sizer.pods == before
+    assert sizer.pods == before and sizer.seconds_per_pod == 0.0075
+    sizer.observe(200, 5.2, "UNKNOWN", budget=5.0)  # the next takes the budget whatever its size
+    assert sizer.pods == 400
+    sizer.observe(400, 5.3, "FEASIBLE", budget=5.0)
+    assert sizer.pods == 600  # capped
+    sizer.observe(100, 0.75, "OPTIMAL", budget=5.0)  # within budget again: speed decides
+    assert sizer.pods == int(1.0 / 0.0075)
     for _ in range(5):
         sizer.observe(1000, 0.1, "OPTIMAL", budget=5.0)  # 0.1 ms a pod
     assert sizer.pods == 600  # capped
@@ -464,3 +470,17 @@ def test_run_places_a_large_arrival_in_pipelined_batches_without_hard_violations
     assert _hard(fake, policy) == []
     batches = Counter(p["metadata"]["annotations"][BATCH_ANNOTATION] for p in fake.pods.values())
     assert len(batches) >= 5 and max(batches.values()) <= 9
+
+
+def test_a_placed_pod_drops_its_still_queued_waiting_event() -> None:
+    fake = FakeKubeAdapter()
+    writes = BackgroundWrites(fake)
+    pod = redis_pod("p", "c", 0, None)
+    writes.event(pod, "WaitingForShard", "1 of 3 members present")
+    writes.event(redis_pod("q", "c", 0, None), "WaitingForShard", "2 of 3 members present")
+    writes.event(pod, "Scheduled", "placed", supersedes=(("WaitingForShard", "Normal"),))
+    writes.flush()
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in fake.events] == [
+        ("q", "WaitingForShard"),
+        ("p", "Scheduled"),
+    ]

@@ -99,11 +99,22 @@ class BackgroundWrites:
     # -- recording -------------------------------------------------------------------------
 
     def event(
-        self, pod: Mapping[str, Any], reason: str, message: str, type_: EventType = "Normal"
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        type_: EventType = "Normal",
+        supersedes: tuple[tuple[str, EventType], ...] = (),
     ) -> None:
+        """Queue an Event; still-queued ones of the same pod with a (reason, type) in
+        ``supersedes`` are dropped: a pod placed needs no word that it was waiting."""
         meta = pod.get("metadata") or {}
-        key = ("event", meta.get("namespace"), meta.get("name"), meta.get("uid"), reason, type_)
-        self._put(key, EventWrite(pod, reason, message, type_))
+        who = (meta.get("namespace"), meta.get("name"), meta.get("uid"))
+        if supersedes:
+            with self._cond:
+                for old_reason, old_type in supersedes:
+                    self._queue.pop(("event", *who, old_reason, old_type), None)
+        self._put(("event", *who, reason, type_), EventWrite(pod, reason, message, type_))
 
     def call(self, key: Hashable, call: Callable[[], None], kind: str = "label") -> None:
         """Queue ``call``; a later call with the same key replaces it in its place."""

@@ -3,8 +3,10 @@
 A large arrival is cut into batches so the first shards bind while the next batch is solved.
 Each solve's seconds per pending pod feed an exponentially weighted average, and the next batch
 holds ``target_seconds`` worth of pods at that speed. A solve that ran out of its time budget
-says how long the budget is, not how fast the solver is, so it does not move the average:
-otherwise a solver that always uses its whole budget would shrink every batch to one shard.
+says how long the budget is, not how fast the solver is: it does not move the average (a solver
+that always uses its whole budget would otherwise shrink every batch to one shard), and since
+the next solve will take the whole budget too, whatever its size, the next batch is made twice
+as large instead (up to ``max_pods``), so the pods waiting get through in fewer budgets.
 """
 
 from dataclasses import dataclass
@@ -24,6 +26,8 @@ class BatchSizer:
     seconds_per_pod: float = 0.002
     """The estimate before the first solve: a batch of target/0.002 pods to start with."""
     solves: int = 0
+    floor_pods: int = 1
+    """Raised by solves that ran out of budget: then a batch costs the budget whatever its size."""
 
     def __post_init__(self) -> None:
         if self.target_seconds <= 0:
@@ -36,7 +40,7 @@ class BatchSizer:
     @property
     def pods(self) -> int:
         """Pending pods for the next batch (whole shards are added until it is reached)."""
-        wanted = int(self.target_seconds / max(self.seconds_per_pod, 1e-6))
+        wanted = max(int(self.target_seconds / max(self.seconds_per_pod, 1e-6)), self.floor_pods)
         return max(self.min_pods, min(self.max_pods, wanted))
 
     def observe(self, pods: int, seconds: float, status: str, budget: float | None) -> None:
@@ -47,7 +51,9 @@ class BatchSizer:
             budget is not None and status not in SOLVER_BOUND_STATUSES and seconds >= 0.9 * budget
         )
         if out_of_budget:
+            self.floor_pods = min(self.max_pods, max(self.floor_pods, 2 * pods))
             return
+        self.floor_pods = self.min_pods
         sample = seconds / pods
         if self.solves == 0:
             self.seconds_per_pod = sample

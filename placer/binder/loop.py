@@ -710,7 +710,12 @@ class Binder:
     ) -> Literal["placed"]:
         name = by_key_name(key)
         outcome.bound.append((name, node))
-        self._event(pod, "Scheduled", f"Successfully assigned {name} to {node}: {why}")
+        self.background.event(
+            pod,
+            "Scheduled",
+            f"Successfully assigned {name} to {node}: {why}",
+            supersedes=(("WaitingForShard", "Normal"), ("FailedScheduling", "Warning")),
+        )
         if not written:
             log.info("pod=%s already bound to %s, the node this plan chose", name, node)
         return "placed"
