@@ -106,3 +106,22 @@ def test_an_expired_pod_watch_resyncs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fake, "watch_pods", expired)
     assert cache.poll(0) == 1
     assert set(cache.pods) == {("default", "r-0"), ("default", "r-1")}
+
+
+def test_the_echo_of_an_assumed_binding_changes_nothing_a_decision_reads() -> None:
+    """Our own binding coming back through the watch must not wake the loop to rebuild."""
+    fake, cache = _cluster()
+    fake.add_pod(redis_pod("r-1", "c", 0, "replica"))
+    cache.poll(0)
+    uid = cache.pods[("default", "r-1")]["metadata"]["uid"]
+    assert cache.assume(("default", "r-1"), uid, "n2", {"redis-placer.io/role": "replica"})
+    assert cache.pods[("default", "r-1")]["spec"]["nodeName"] == "n2"
+    assumed_at = cache.generation
+    assert fake.bind_pod("default", "r-1", uid, "n2").ok
+    woken: list[int] = []
+    assert cache.poll(0, on_event=lambda: woken.append(1)) == 1
+    assert woken == [] and cache.generation == assumed_at
+    assert cache._assumed == {} and cache.pods[("default", "r-1")]["spec"]["nodeName"] == "n2"
+    # Anything else about a pod still counts: a label, or a binding to another node.
+    fake.patch_pod_labels("default", "r-1", {"extra": "yes"})
+    assert cache.poll(0, on_event=lambda: woken.append(1)) == 1 and woken == [1]

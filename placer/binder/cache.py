@@ -105,8 +105,9 @@ class ClusterCache:
         )
         return self._follow(events, self.apply_node, self.refresh_nodes, "node watch")
 
-    def apply_node(self, event: WatchEvent) -> None:
+    def apply_node(self, event: WatchEvent) -> bool:
         node = event.object
+        before = self.generation
         with self._lock:
             if event.type != "BOOKMARK" and node.get("kind", "Node") == "Node":
                 name = str((node.get("metadata") or {}).get("name", ""))
@@ -119,6 +120,7 @@ class ClusterCache:
                     if current is None or _placement_view(node) != _placement_view(current):
                         self.generation += 1  # heartbeats alone change nothing we decide on
             self.node_version = event.resource_version or self.node_version
+            return self.generation != before
 
     def refresh_statefulsets(self) -> None:
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
@@ -143,7 +145,7 @@ class ClusterCache:
     @staticmethod
     def _follow(
         events: Iterable[WatchEvent],
-        apply: Callable[[WatchEvent], None],
+        apply: Callable[[WatchEvent], bool],
         relist: Callable[[], None],
         what: str,
         on_event: Callable[[], None] | None = None,
@@ -152,9 +154,9 @@ class ClusterCache:
         count = 0
         try:
             for event in events:
-                apply(event)
+                changed = apply(event)
                 count += 1
-                if on_event is not None:
+                if changed and on_event is not None:
                     on_event()  # wake the decision loop now, not when the watch ends
             return count
         except WatchExpired:
@@ -162,16 +164,35 @@ class ClusterCache:
             relist()
             return 1
 
-    def apply(self, event: WatchEvent) -> None:
+    def apply(self, event: WatchEvent) -> bool:
+        """Apply one pod event; True if it changed what a decision sees.
+
+        The echo of our own binding (the node we assumed, now the server's) changes nothing
+        a decision reads: it is stored without counting as a change, so it neither wakes the
+        loop nor makes it rebuild its snapshot.
+        """
         obj = event.object
         with self._lock:
             if event.type == "BOOKMARK":
                 self.version = event.resource_version or self.version
-                return
+                return False
             if obj.get("kind", "Pod") != "Pod":
-                return
+                return False
+            before = self.generation
             key = pod_key_of(obj)
             current = self.pods.get(key)
+            assumed = self._assumed.get(key)
+            if (
+                event.type != "DELETED"
+                and assumed is not None
+                and (obj.get("spec") or {}).get("nodeName") == assumed[1]
+                and str((obj.get("metadata") or {}).get("uid") or "") == assumed[0]
+            ):
+                self._assumed.pop(key, None)
+                self._truth.pop(key, None)
+                self.pods[key] = obj
+                self.version = event.resource_version or self.version
+                return False
             if event.type == "DELETED":
                 if current is None or _same_pod(current, obj):
                     self.pods.pop(key, None)
@@ -184,6 +205,7 @@ class ClusterCache:
                 self.pods[key] = self._with_assumption(key, obj)
                 self.generation += 1
             self.version = event.resource_version or self.version
+            return self.generation != before
 
     def _with_assumption(self, key: PodKey, pod: dict[str, Any]) -> dict[str, Any]:
         """``pod`` as the server sent it, counted on its assumed node if it has one."""

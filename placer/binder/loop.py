@@ -53,6 +53,9 @@ DEFAULT_BATCH_SECONDS = 0.5
 DEFAULT_MAX_BATCH_PODS = 600
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
+STEP_INTERVAL = 0.1
+"""Shortest time between two steps that a watch event starts: a step rebuilds the snapshot of
+the whole cluster, and a rollout's pods arrive faster than that is worth doing."""
 LABEL_ATTEMPTS = 3
 
 
@@ -857,7 +860,9 @@ class Binder:
                     want_lease(self.has_work())
                 if on_step is not None:
                     on_step(report)
-                _sleep(report.next_step_in, wake, stop)
+                if report.next_step_in > 0:  # events arriving meanwhile are taken together
+                    stop.wait(max(0.0, STEP_INTERVAL - (self.clock() - now)))
+                _sleep(report.next_step_in - (self.clock() - now), wake, stop)
         finally:
             self.follow_nodes = False
             self.enforcer.wait(timeout=30)  # writes in flight finish (each has its timeout)
