@@ -44,6 +44,8 @@ class ShardOutcome:
     shard: str
     batch: str
     bound: list[tuple[str, str]] = field(default_factory=list)
+    found: list[tuple[str, str]] = field(default_factory=list)
+    """Of ``bound``, those the server had bound there already (a 409 naming our node)."""
     failed: list[tuple[str, str]] = field(default_factory=list)
     error: BaseException | None = None
     """An exception that stopped the shard (a bug, or a connection that broke mid-request)."""

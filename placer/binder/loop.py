@@ -595,10 +595,11 @@ class Binder:
                 for rest in placements[i + 1 :]:
                     self.cache.forget_assumed(rest.key)
                 break
-        if outcome.bound:
+        written = [(n, node) for n, node in outcome.bound if (n, node) not in outcome.found]
+        if written:
             log.info(
                 "placed batch=%s shard=%s mode=%s pods=%s", job.batch, job.shard,
-                self.config.enforce, ",".join(f"{name}@{node}" for name, node in outcome.bound),
+                self.config.enforce, ",".join(f"{name}@{node}" for name, node in written),
             )  # fmt: skip
         return outcome
 
@@ -713,6 +714,8 @@ class Binder:
     ) -> Literal["placed"]:
         name = by_key_name(key)
         outcome.bound.append((name, node))
+        if not written:
+            outcome.found.append((name, node))
         self.background.event(
             pod,
             "Scheduled",
