@@ -278,20 +278,31 @@ def test_batch_size_follows_the_solver_speed() -> None:
     assert sizer.pods == 100
     sizer.observe(100, 0.5, "FEASIBLE", budget=5.0)  # 5 ms: halfway there
     assert sizer.pods == int(1.0 / 0.0075)
-    before = sizer.pods
-    sizer.observe(30, 5.1, "FEASIBLE", budget=5.0)  # the budget ran out: says nothing of speed
-    assert sizer.pods == before and sizer.seconds_per_pod == 0.0075
-    sizer.observe(200, 5.2, "UNKNOWN", budget=5.0)  # the next takes the budget whatever its size
-    assert sizer.pods == 400
-    sizer.observe(400, 5.3, "FEASIBLE", budget=5.0)
-    assert sizer.pods == 600  # capped
-    sizer.observe(100, 0.75, "OPTIMAL", budget=5.0)  # within budget again: speed decides
-    assert sizer.pods == int(1.0 / 0.0075)
     for _ in range(5):
         sizer.observe(1000, 0.1, "OPTIMAL", budget=5.0)  # 0.1 ms a pod
     assert sizer.pods == 600  # capped
     with pytest.raises(ValueError):
         BatchSizer(target_seconds=0)
+
+
+def test_a_solve_out_of_budget_sizes_by_the_answer_it_got() -> None:
+    """The budget says nothing of speed; the answer says whether the batch was too large."""
+    sizer = BatchSizer(target_seconds=1.0, max_pods=600)
+    sizer.observe(100, 1.0, "OPTIMAL", budget=5.0)
+    assert sizer.pods == 100
+    # A good answer at the budget: the next batch costs the budget anyway, so no smaller.
+    sizer.observe(200, 5.1, "FEASIBLE", budget=5.0, objective=100, bound=97)
+    assert sizer.pods == 200 and sizer.seconds_per_pod == 0.01
+    # Nothing of CP-SAT's own, or far from the bound: too large for the budget, halve.
+    sizer.observe(200, 5.2, "UNKNOWN", budget=5.0)
+    assert sizer.pods == 100
+    sizer.observe(100, 5.0, "FEASIBLE", budget=5.0, objective=1000, bound=200)
+    assert sizer.pods == 50
+    # Solved within the budget again: speed decides, and the limit grows back.
+    sizer.observe(50, 0.25, "OPTIMAL", budget=5.0)
+    assert sizer.pods == 100  # twice the last good batch at most, then the average
+    sizer.observe(100, 0.5, "OPTIMAL", budget=5.0)
+    assert sizer.seconds_per_pod == 0.00625 and sizer.pods == 160  # below the limit of 200
 
 
 # -- pipelining ------------------------------------------------------------------------------

@@ -2,17 +2,29 @@
 
 A large arrival is cut into batches so the first shards bind while the next batch is solved.
 Each solve's seconds per pending pod feed an exponentially weighted average, and the next batch
-holds ``target_seconds`` worth of pods at that speed. A solve that ran out of its time budget
-says how long the budget is, not how fast the solver is: it does not move the average (a solver
-that always uses its whole budget would otherwise shrink every batch to one shard), and since
-the next solve will take the whole budget too, whatever its size, the next batch is made twice
-as large instead (up to ``max_pods``), so the pods waiting get through in fewer budgets.
+holds ``target_seconds`` worth of pods at that speed.
+
+A solve that ran out of its time budget says how long the budget is, not how fast the solver
+is, so it does not move the average (a solver that always uses its whole budget would otherwise
+shrink every batch to one shard). What it says is how good an answer that batch size gets in
+the budget. A good one (CP-SAT's own solution, within ``good_gap`` of its bound): the next
+solve takes the whole budget too, whatever its size, so the next batch is at least as large. A
+poor one (nothing of CP-SAT's own, or far from its bound): the batch was more than the solver
+can handle in its budget, so batches are halved until it can, and grow back (doubling) once
+solves end before their budget again.
 """
 
 from dataclasses import dataclass
 
 SOLVER_BOUND_STATUSES = frozenset({"OPTIMAL", "INFEASIBLE"})
 """Statuses that end a solve before its budget: proven, so the time is the solver's own."""
+
+
+def relative_gap(objective: float, bound: float) -> float:
+    """How far an answer may be from the best possible, as a share of the answer."""
+    if objective <= bound:
+        return 0.0
+    return (objective - bound) / max(abs(objective), 1e-9)
 
 
 @dataclass
@@ -23,11 +35,14 @@ class BatchSizer:
     min_pods: int = 1
     smoothing: float = 0.5
     """Weight of the newest solve in the average."""
+    good_gap: float = 0.05
     seconds_per_pod: float = 0.002
     """The estimate before the first solve: a batch of target/0.002 pods to start with."""
     solves: int = 0
     floor_pods: int = 1
-    """Raised by solves that ran out of budget: then a batch costs the budget whatever its size."""
+    """Raised by good solves that used their whole budget: a batch costs it whatever its size."""
+    ceiling_pods: int = 0
+    """Lowered by poor solves that used their whole budget (0: ``max_pods``)."""
 
     def __post_init__(self) -> None:
         if self.target_seconds <= 0:
@@ -36,14 +51,24 @@ class BatchSizer:
             raise ValueError("smoothing must be in (0, 1]")
         if self.max_pods < self.min_pods or self.min_pods < 1:
             raise ValueError("need 1 <= min_pods <= max_pods")
+        self.ceiling_pods = self.ceiling_pods or self.max_pods
 
     @property
     def pods(self) -> int:
         """Pending pods for the next batch (whole shards are added until it is reached)."""
-        wanted = max(int(self.target_seconds / max(self.seconds_per_pod, 1e-6)), self.floor_pods)
-        return max(self.min_pods, min(self.max_pods, wanted))
+        wanted = int(self.target_seconds / max(self.seconds_per_pod, 1e-6))
+        wanted = max(wanted, self.floor_pods)
+        return max(self.min_pods, min(self.max_pods, self.ceiling_pods, wanted))
 
-    def observe(self, pods: int, seconds: float, status: str, budget: float | None) -> None:
+    def observe(
+        self,
+        pods: int,
+        seconds: float,
+        status: str,
+        budget: float | None,
+        objective: float = 0.0,
+        bound: float = 0.0,
+    ) -> None:
         """Learn from one solve of ``pods`` pending pods that took ``seconds``."""
         if pods <= 0 or seconds < 0:
             return
@@ -51,9 +76,14 @@ class BatchSizer:
             budget is not None and status not in SOLVER_BOUND_STATUSES and seconds >= 0.9 * budget
         )
         if out_of_budget:
-            self.floor_pods = min(self.max_pods, max(self.floor_pods, 2 * pods))
+            if status == "FEASIBLE" and relative_gap(objective, bound) <= self.good_gap:
+                self.floor_pods = min(self.max_pods, max(self.floor_pods, pods))
+            else:
+                self.ceiling_pods = max(self.min_pods, pods // 2)
+                self.floor_pods = self.min_pods
             return
         self.floor_pods = self.min_pods
+        self.ceiling_pods = min(self.max_pods, max(self.ceiling_pods, 2 * pods))
         sample = seconds / pods
         if self.solves == 0:
             self.seconds_per_pod = sample

@@ -478,7 +478,9 @@ class Binder:
         started = time.monotonic()
         plan = self._solve(batch)
         seconds = time.monotonic() - started
-        self.sizer.observe(solved_pods, seconds, plan.status, self._budget())
+        self.sizer.observe(
+            solved_pods, seconds, plan.status, self._budget(), plan.objective, plan.bound
+        )
         self.metrics.observe_solve("place", plan.status, seconds)
         report.solved_pods, report.solve_status, report.batch = solved_pods, plan.status, batch_id
         if plan.violations:
