@@ -21,9 +21,11 @@ the next):
   they carry no role label (the solver picks each shard's master) and no affinity;
 - ``gate``: the pods are created with the placement gate, the binder pins them and lifts the
   gate, kube-scheduler binds them;
-- ``raw``: the API server's own Binding rate: ``--raw-pods`` pods pre-created with a scheduler
-  name nobody serves, then a Binding POSTed for each through the kubernetes client (the
-  adapter's ``bind_pod``), with 1, 8 and 32 threads; nothing else running.
+- ``raw``: the API server's own rates: ``--raw-pods`` pods pre-created with a scheduler name
+  nobody serves (the create rate), then a Binding POSTed for each through the kubernetes client
+  (the adapter's ``bind_pod``) with 1, 8 and 32 threads, nothing else running; and the runs'
+  arrival (``--shards`` x ``--members`` pods by ``--creators`` threads) with each pod bound by
+  one of 32 threads the moment it exists, no decision at all: the most any placer can do.
 
 Pods are created shard by shard (master first) by ``--creators`` threads. A watch records when
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
@@ -523,26 +525,98 @@ def _quantile(values: list[float], q: float) -> float:
 # -- the API server's own Binding rate -------------------------------------------------------
 
 
-def raw_binding_rate(api: ApiClient, args: argparse.Namespace) -> dict[int, float]:
+@dataclass
+class RawRates:
+    """The API server alone, driven by the kubernetes client from this process."""
+
+    binds: dict[int, float] = field(default_factory=dict)
+    """Bindings/s of pre-created pods, by threads."""
+    creates: float = 0.0
+    """Pods created/s by ``--creators`` threads, nothing else running."""
+    stream: float = 0.0
+    """Pods/s from first create to last bind when 32 threads bind each pod as soon as it is
+    created (no decision at all): the most a placer can do with this arrival."""
+
+
+def raw_rates(api: ApiClient, args: argparse.Namespace) -> RawRates:
     core = CoreV1Api(api)
     adapter = KubernetesAdapter(api, instance="bench")
     nodes = [n["metadata"]["name"] for n in adapter.list_nodes(label_selector="bench=node")]
-    rates: dict[int, float] = {}
+    rates = RawRates()
     for threads in RAW_THREADS:
         namespace = f"bench-raw-{threads}-{int(time.time())}"
         create_namespace(api, namespace)
+        started = time.monotonic()
         pods = _create_unscheduled(core, namespace, args)
+        created = len(pods) / (time.monotonic() - started)
+        rates.creates = max(rates.creates, created)
         time.sleep(2.0)  # let the watches settle: measure the binds alone
         load = os.getloadavg()[0]
         seconds = _bind_all(adapter, namespace, pods, nodes, threads)
-        rates[threads] = len(pods) / seconds
+        rates.binds[threads] = len(pods) / seconds
         print(
-            f"raw: {len(pods)} Bindings with {threads} threads in {seconds:.2f} s: "
-            f"{rates[threads]:.0f}/s (load {load:.2f})",
+            f"raw: {len(pods)} created at {created:.0f}/s; Bindings with {threads} threads in "
+            f"{seconds:.2f} s: {rates.binds[threads]:.0f}/s (load {load:.2f})",
             flush=True,
         )
         delete_pods(core, namespace)
+    namespace = f"bench-raw-stream-{int(time.time())}"
+    create_namespace(api, namespace)
+    load = os.getloadavg()[0]
+    total = args.shards * args.members
+    seconds = _create_and_bind(core, adapter, namespace, args, nodes)
+    rates.stream = total / seconds
+    print(
+        f"raw: {total} pods created by {args.creators} threads and bound as they came by 32: "
+        f"{seconds:.2f} s, {rates.stream:.0f} pods/s (load {load:.2f})",
+        flush=True,
+    )
+    delete_pods(core, namespace)
     return rates
+
+
+def _create_and_bind(
+    core: CoreV1Api,
+    adapter: KubernetesAdapter,
+    namespace: str,
+    args: argparse.Namespace,
+    nodes: list[str],
+) -> float:
+    """The runs' arrival, each pod bound the moment it exists: seconds first create to last bind."""
+    work: queue.Queue[int] = queue.Queue()
+    for s in range(args.shards):
+        work.put(s)
+    created: queue.Queue[tuple[str, str] | None] = queue.Queue()
+
+    def create() -> None:
+        while True:
+            try:
+                shard = work.get_nowait()
+            except queue.Empty:
+                return
+            for index in range(args.members):
+                body = pod_body("raw", shard, index, args.members)
+                resp = core.create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
+                pod = json_of(resp)
+                created.put((pod["metadata"]["name"], pod["metadata"]["uid"]))
+
+    def bind() -> None:
+        while (item := created.get()) is not None:
+            name, uid = item
+            result = adapter.bind_pod(namespace, name, uid, nodes[hash(name) % len(nodes)])
+            if not result.ok:
+                raise RuntimeError(f"raw bind of {name}: {result.message}")
+
+    binders = [threading.Thread(target=bind, daemon=True) for _ in range(32)]
+    started = time.monotonic()
+    for t in binders:
+        t.start()
+    _parallel(create, args.creators)
+    for _ in binders:
+        created.put(None)
+    for t in binders:
+        t.join()
+    return time.monotonic() - started
 
 
 def _create_unscheduled(
@@ -602,7 +676,7 @@ def _bind_all(
 # -- the report ------------------------------------------------------------------------------
 
 
-def table(results: list[RunResult], rates: dict[int, float]) -> Iterator[str]:
+def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
     headers = [
         "placer",
         "nodes",
@@ -643,11 +717,18 @@ def table(results: list[RunResult], rates: dict[int, float]) -> Iterator[str]:
                 f"{r.load_start:.1f} / {r.load_end:.1f}",
             ]
         )
-    if rates:
+    if rates is not None:
         yield ""
-        yield "API server's Binding rate: " + ", ".join(
-            f"{rate:.0f}/s with {threads} thread{'s' if threads > 1 else ''}"
-            for threads, rate in sorted(rates.items())
+        yield (
+            "API server alone: Bindings of pre-created pods "
+            + ", ".join(
+                f"{rate:.0f}/s with {threads} thread{'s' if threads > 1 else ''}"
+                for threads, rate in sorted(rates.binds.items())
+            )
+            + (
+                f"; pods created {rates.creates:.0f}/s; created and bound as they come (no "
+                f"decision) {rates.stream:.0f} pods/s"
+            )
         )
 
 
@@ -691,7 +772,7 @@ def main() -> None:
         create_nodes(api, args.nodes, args.creators)
         print(f"{args.nodes} nodes in {time.monotonic() - started:.1f} s", flush=True)
         results = [run_placer(plane, api, m, args, workdir) for m in runs if m != "raw"]
-        rates = raw_binding_rate(api, args) if "raw" in runs else {}
+        rates = raw_rates(api, args) if "raw" in runs else None
     finally:
         plane.stop()
     print()
@@ -709,7 +790,10 @@ def main() -> None:
                 print(f"  {line}")
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"runs": [asdict(r) for r in results], "raw": rates}, indent=2)
+            json.dumps(
+                {"runs": [asdict(r) for r in results], "raw": asdict(rates) if rates else None},
+                indent=2,
+            )
         )
 
 

@@ -198,6 +198,9 @@ class Binder:
         self._last_read: (
             tuple[int, tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]] | None
         ) = None
+        self.reads = 0
+        self.read_seconds = 0.0
+        """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -366,7 +369,10 @@ class Binder:
         generation = self.cache.generation
         if self._last_read is not None and self._last_read[0] == generation:
             return self._last_read[1]
+        started = time.monotonic()
         result = self._build()
+        self.reads += 1
+        self.read_seconds += time.monotonic() - started
         self._last_read = (generation, result)
         return result
 
@@ -495,7 +501,7 @@ class Binder:
         )
         log.info(
             "solve batch=%s pods=%d shards=%d status=%s seconds=%.3f objective=%g bound=%g "
-            "next_batch_pods=%d",
+            "next_batch_pods=%d snapshots=%d (%.2fs)",
             batch_id,
             solved_pods,
             len(shards),
@@ -504,6 +510,8 @@ class Binder:
             plan.objective,
             plan.bound,
             self.sizer.pods,
+            self.reads,
+            self.read_seconds,
         )
         by_key = {f"{k[0]}/{k[1]}": k for k in ours}
         summary = (
