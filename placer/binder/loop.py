@@ -241,8 +241,9 @@ class Binder:
         """Decide, and if a batch is due, solve it and hand it to the enforcer (no waiting).
 
         A batch is due when the batch window has passed since shards became ready, when they
-        make a full batch, or at once while ``streaming`` (batches are still being solved or
-        bound: the shards have waited behind them already).
+        make a full batch, or, while ``streaming`` (batches are still being solved or bound),
+        as soon as the enforcer has started on everything it was given: collecting longer
+        would leave it idle.
         """
         report = StepReport()
         every = self.config.node_refresh_seconds
@@ -298,9 +299,11 @@ class Binder:
         if self._window_opened is None:
             self._window_opened = now
         remaining = self.policy.permit.batch_window_seconds - (now - self._window_opened)
-        if ready_pods < wanted and remaining > 0 and not streaming:
-            # Collect shards for the window, unless a full batch is there already or the
-            # pipeline is moving (those shards waited while the last batch was solved).
+        keeps_busy = streaming and self.enforcer.backlog_pods == 0
+        if ready_pods < wanted and remaining > 0 and not keeps_busy:
+            # Collect shards for the window, unless a full batch is there already, or the
+            # pipeline is moving and the enforcer is about to run out of work: those shards
+            # have waited behind the last batch, and more waiting would leave it idle.
             report.next_step_in = min(report.next_step_in, remaining)
             return report
         if self.enforcer.backlog_pods >= wanted:
