@@ -14,6 +14,7 @@ from placer.binder.loop import (
     DEFAULT_BINDER_TIME_LIMIT,
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_BATCH_PODS,
+    DEFAULT_RELATIVE_GAP,
     PLACEMENT_GATE,
     Binder,
     BinderConfig,
@@ -66,6 +67,14 @@ from placer.metrics import Metrics, MetricsServer
     help="greedy: place each shard in turn, no optimisation (faster, for very large batches).",
 )
 @click.option(
+    "--relative-gap",
+    type=click.FloatRange(min=0.0, max=0.99),
+    default=DEFAULT_RELATIVE_GAP,
+    show_default=True,
+    help="A batch's CP-SAT solve stops once its placement is proven within this share of the "
+    "best possible (the policy's solver.relativeGap is for plan and rebalance).",
+)
+@click.option(
     "--concurrency",
     type=click.IntRange(min=1, max=256),
     default=DEFAULT_CONCURRENCY,
@@ -107,6 +116,7 @@ def command(
     kubeconfig: str | None,
     time_limit: float,
     solver: str,
+    relative_gap: float,
     concurrency: int,
     batch_seconds: float,
     max_batch_pods: int,
@@ -135,6 +145,7 @@ def command(
         namespace=namespace,
         solver=solver,  # type: ignore[arg-type]
         time_limit=time_limit,
+        relative_gap=relative_gap,
         concurrency=concurrency,
         batch_seconds=batch_seconds,
         max_batch_pods=max_batch_pods,
