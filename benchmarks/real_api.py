@@ -775,19 +775,18 @@ def main() -> None:
         rates = raw_rates(api, args) if "raw" in runs else None
     finally:
         plane.stop()
-    print()
-    print(f"python -m benchmarks.real_api {' '.join(sys.argv[1:])}")
-    for line in table(results, rates):
-        print(line)
-    print()
+    report = [f"python -m benchmarks.real_api {' '.join(sys.argv[1:])}", *table(results, rates)]
+    report.append("")
     for r in results:
         used = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
-        print(f"{r.mode}: CPU seconds from first create to last bind: {used}")
+        report.append(f"{r.mode}: CPU seconds from first create to last bind: {used}")
     for r in results:
         if r.solves:
-            print(f"\n{r.mode} solves:")
-            for line in r.solves:
-                print(f"  {line}")
+            report.append(f"\n{r.mode} solves:")
+            report.extend(f"  {line}" for line in r.solves)
+    text = "\n".join(report)
+    print("\n" + text)
+    (workdir / "report.md").write_text(text + "\n")
     if args.json is not None:
         args.json.write_text(
             json.dumps(
