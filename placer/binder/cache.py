@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 PodKey = tuple[str, str]
 
 
+class _Relisted(Exception):
+    """The watch started before the last list: its events are either in the list or will come
+    again on a watch from the list's version, so it is left for a new one."""
+
+
 def pod_key_of(pod: Mapping[str, Any]) -> PodKey:
     meta = pod.get("metadata") or {}
     return (str(meta.get("namespace") or "default"), str(meta.get("name", "")))
@@ -52,6 +57,10 @@ class ClusterCache:
         look pending, and a pod whose Binding is in flight must not be planned again."""
         self._truth: dict[PodKey, dict[str, Any]] = {}
         """The server's own version of each assumed pod, to fall back on if the write fails."""
+        self._pod_list = 0
+        self._node_list = 0
+        """Counts of lists: a watch begun before the latest one must not apply its events (an
+        event applied between a list's read and its replacing the cache would be lost)."""
 
     def resync(self) -> None:
         """List everything again; the watch resumes from the list's resourceVersion."""
@@ -70,6 +79,8 @@ class ClusterCache:
             self.node_version = node_version
             self.synced = True
             self.generation += 1
+            self._pod_list += 1
+            self._node_list += 1
         # The listed objects live until the next resync: move them out of the collector's
         # sight, or every full collection walks 15,000 pods to free nothing.
         gc.collect()
@@ -91,6 +102,7 @@ class ClusterCache:
                 self.generation += 1
             self.nodes = nodes
             self.node_version = version
+            self._node_list += 1
 
     def poll_nodes(self, timeout_seconds: int = 60) -> int:
         """Apply node changes since the last version, like ``poll`` for pods.
@@ -100,15 +112,19 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
-        events = self.adapter.watch_nodes(
-            resource_version=self.node_version, timeout_seconds=timeout_seconds
+        with self._lock:
+            since, listed = self.node_version, self._node_list
+        events = self.adapter.watch_nodes(resource_version=since, timeout_seconds=timeout_seconds)
+        return self._follow(
+            events, lambda e: self.apply_node(e, listed), self.refresh_nodes, "node watch"
         )
-        return self._follow(events, self.apply_node, self.refresh_nodes, "node watch")
 
-    def apply_node(self, event: WatchEvent) -> bool:
+    def apply_node(self, event: WatchEvent, listed: int | None = None) -> bool:
         node = event.object
         before = self.generation
         with self._lock:
+            if listed is not None and listed != self._node_list:
+                raise _Relisted
             if event.type != "BOOKMARK" and node.get("kind", "Node") == "Node":
                 name = str((node.get("metadata") or {}).get("name", ""))
                 current = self.nodes.get(name)
@@ -137,10 +153,14 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
+        with self._lock:
+            since, listed = self.version, self._pod_list
         events = self.adapter.watch_pods(
-            namespace=self.namespace, resource_version=self.version, timeout_seconds=timeout_seconds
+            namespace=self.namespace, resource_version=since, timeout_seconds=timeout_seconds
         )
-        return self._follow(events, self.apply, self.resync, "pod watch", on_event)
+        return self._follow(
+            events, lambda e: self.apply(e, listed), self.resync, "pod watch", on_event
+        )
 
     @staticmethod
     def _follow(
@@ -159,13 +179,18 @@ class ClusterCache:
                 if changed and on_event is not None:
                     on_event()  # wake the decision loop now, not when the watch ends
             return count
+        except _Relisted:
+            return count  # the caller polls again, from the list's version
         except WatchExpired:
             log.info("%s expired: listing again", what)
             relist()
             return 1
 
-    def apply(self, event: WatchEvent) -> bool:
+    def apply(self, event: WatchEvent, listed: int | None = None) -> bool:
         """Apply one pod event; True if it changed what a decision sees.
+
+        ``listed`` is the count of lists when the event's watch began; a watch older than the
+        latest list stops (it is polled again from the list's version).
 
         The echo of our own binding (the node we assumed, now the server's) changes nothing
         a decision reads: it is stored without counting as a change, so it neither wakes the
@@ -173,6 +198,8 @@ class ClusterCache:
         """
         obj = event.object
         with self._lock:
+            if listed is not None and listed != self._pod_list:
+                raise _Relisted
             if event.type == "BOOKMARK":
                 self.version = event.resource_version or self.version
                 return False
