@@ -21,11 +21,12 @@ the next):
   they carry no role label (the solver picks each shard's master) and no affinity;
 - ``gate``: the pods are created with the placement gate, the binder pins them and lifts the
   gate, kube-scheduler binds them;
+- ``trivial``: ``benchmarks.trivial_binder``, a process that binds each pod the moment its watch
+  shows it (round-robin over the nodes, 32 threads, no decision): the most any placer in its
+  own process can do with this arrival;
 - ``raw``: the API server's own rates: ``--raw-pods`` pods pre-created with a scheduler name
   nobody serves (the create rate), then a Binding POSTed for each through the kubernetes client
-  (the adapter's ``bind_pod``) with 1, 8 and 32 threads, nothing else running; and the runs'
-  arrival (``--shards`` x ``--members`` pods by ``--creators`` threads) with each pod bound by
-  one of 32 threads the moment it exists, no decision at all: the most any placer can do.
+  (the adapter's ``bind_pod``) with 1, 8 and 32 threads, nothing else running.
 
 Pods are created shard by shard (master first) by ``--creators`` threads. A watch records when
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
@@ -75,6 +76,8 @@ ZONES = ("a", "b", "c")
 NODES_PER_RACK = 10
 LEASE_NAMESPACE = "redis-placer"
 RAW_THREADS = (1, 8, 32)
+NOBODY = "bench-nobody"
+"""The scheduler name of pods no real scheduler serves (the raw and trivial runs)."""
 
 
 # -- objects ---------------------------------------------------------------------------------
@@ -149,8 +152,8 @@ def pod_body(mode: str, shard: int, index: int, members: int) -> dict[str, Any]:
         spec["schedulerName"] = POLICY.scheduler_name
     elif mode == "gate":
         spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
-    else:  # raw: pods no scheduler serves
-        spec["schedulerName"] = "bench-nobody"
+    else:  # raw, trivial: pods no real scheduler serves
+        spec["schedulerName"] = NOBODY
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -356,6 +359,27 @@ def start_binder(
     return binder
 
 
+def start_trivial(plane: ControlPlane, namespace: str, workdir: Path) -> Binder:
+    """``benchmarks.trivial_binder`` on the run's namespace: bound as seen, no decision."""
+    log_path = workdir / "binder-trivial.log"
+    args = [
+        sys.executable, "-m", "benchmarks.trivial_binder", "--kubeconfig", str(plane.kubeconfig),
+        "--namespace", namespace, "--scheduler-name", NOBODY, "--threads", "32",
+    ]  # fmt: skip
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
+        )
+    binder = Binder(process, log_path)
+    deadline = time.monotonic() + 60
+    while "ready" not in binder.log():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"trivial binder did not start:\n{binder.log()[-3000:]}")
+        time.sleep(0.1)
+    return binder
+
+
 # -- one run ---------------------------------------------------------------------------------
 
 
@@ -454,6 +478,8 @@ def run_placer(
     binder = None
     if mode in ("bind", "gate"):
         binder = start_binder(plane, mode, args.binder_arg, workdir, args.profile)
+    elif mode == "trivial":
+        binder = start_trivial(plane, namespace, workdir)
     total = args.shards * args.members
     times = PodTimes(adapter, namespace).start()
     load_start = os.getloadavg()[0]
@@ -472,8 +498,6 @@ def run_placer(
         if binder is not None:
             binder.stop()
     log = binder.log() if binder is not None else ""
-    if binder is not None:
-        (workdir / f"binder-{mode}.log").write_text(log)
     solves = [line.split(" solve ", 1)[1] for line in log.splitlines() if " solve batch=" in line]
     bound_at = dict(times.bound)
     last = max(bound_at.values()) if bound_at else started
@@ -533,9 +557,6 @@ class RawRates:
     """Bindings/s of pre-created pods, by threads."""
     creates: float = 0.0
     """Pods created/s by ``--creators`` threads, nothing else running."""
-    stream: float = 0.0
-    """Pods/s from first create to last bind when 32 threads bind each pod as soon as it is
-    created (no decision at all): the most a placer can do with this arrival."""
 
 
 def raw_rates(api: ApiClient, args: argparse.Namespace) -> RawRates:
@@ -560,63 +581,7 @@ def raw_rates(api: ApiClient, args: argparse.Namespace) -> RawRates:
             flush=True,
         )
         delete_pods(core, namespace)
-    namespace = f"bench-raw-stream-{int(time.time())}"
-    create_namespace(api, namespace)
-    load = os.getloadavg()[0]
-    total = args.shards * args.members
-    seconds = _create_and_bind(core, adapter, namespace, args, nodes)
-    rates.stream = total / seconds
-    print(
-        f"raw: {total} pods created by {args.creators} threads and bound as they came by 32: "
-        f"{seconds:.2f} s, {rates.stream:.0f} pods/s (load {load:.2f})",
-        flush=True,
-    )
-    delete_pods(core, namespace)
     return rates
-
-
-def _create_and_bind(
-    core: CoreV1Api,
-    adapter: KubernetesAdapter,
-    namespace: str,
-    args: argparse.Namespace,
-    nodes: list[str],
-) -> float:
-    """The runs' arrival, each pod bound the moment it exists: seconds first create to last bind."""
-    work: queue.Queue[int] = queue.Queue()
-    for s in range(args.shards):
-        work.put(s)
-    created: queue.Queue[tuple[str, str] | None] = queue.Queue()
-
-    def create() -> None:
-        while True:
-            try:
-                shard = work.get_nowait()
-            except queue.Empty:
-                return
-            for index in range(args.members):
-                body = pod_body("raw", shard, index, args.members)
-                resp = core.create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
-                pod = json_of(resp)
-                created.put((pod["metadata"]["name"], pod["metadata"]["uid"]))
-
-    def bind() -> None:
-        while (item := created.get()) is not None:
-            name, uid = item
-            result = adapter.bind_pod(namespace, name, uid, nodes[hash(name) % len(nodes)])
-            if not result.ok:
-                raise RuntimeError(f"raw bind of {name}: {result.message}")
-
-    binders = [threading.Thread(target=bind, daemon=True) for _ in range(32)]
-    started = time.monotonic()
-    for t in binders:
-        t.start()
-    _parallel(create, args.creators)
-    for _ in binders:
-        created.put(None)
-    for t in binders:
-        t.join()
-    return time.monotonic() - started
 
 
 def _create_unscheduled(
@@ -675,6 +640,14 @@ def _bind_all(
 
 # -- the report ------------------------------------------------------------------------------
 
+LABELS = {
+    "stock": "kube-scheduler",
+    "bind": "binder, bind mode",
+    "gate": "binder + kube-scheduler, gate mode",
+    "trivial": "no decision: bound as seen, 32 threads",
+}
+CREATORS_NOTE = "the --creators threads (nothing else running)"
+
 
 def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
     headers = [
@@ -700,9 +673,7 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
         )
         yield " | ".join(
             [
-                {"stock": "kube-scheduler", "bind": "binder, bind mode"}.get(
-                    r.mode, "binder + kube-scheduler, gate mode"
-                ),
+                LABELS[r.mode],
                 f"{r.nodes:,}",
                 f"{r.pods:,}",
                 f"{r.bound:,}",
@@ -711,9 +682,11 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
                 f"{r.first_bind:.2f}",
                 f"{r.shard_p50:.2f}",
                 f"{r.shard_p90:.2f}",
-                str(r.hard),
-                soft,
-                f"{r.zone_master_loss:.1%}",
+                *(
+                    ("-", "-", "-")  # it decides nothing: no roles, no rules to judge
+                    if r.mode == "trivial"
+                    else (str(r.hard), soft, f"{r.zone_master_loss:.1%}")
+                ),
                 f"{r.load_start:.1f} / {r.load_end:.1f}",
             ]
         )
@@ -725,10 +698,7 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
                 f"{rate:.0f}/s with {threads} thread{'s' if threads > 1 else ''}"
                 for threads, rate in sorted(rates.binds.items())
             )
-            + (
-                f"; pods created {rates.creates:.0f}/s; created and bound as they come (no "
-                f"decision) {rates.stream:.0f} pods/s"
-            )
+            + f"; pods created {rates.creates:.0f}/s by {CREATORS_NOTE}"
         )
 
 
@@ -740,7 +710,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=500)
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--creators", type=int, default=16, help="threads creating pods")
-    parser.add_argument("--runs", default="stock,bind,gate,raw")
+    parser.add_argument("--runs", default="stock,bind,gate,trivial,raw")
     parser.add_argument("--raw-pods", type=int, default=600)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument(
@@ -757,7 +727,7 @@ def main() -> None:
     if assets is None:
         parser.error("set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, kube-scheduler")
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-    unknown = set(runs) - {"stock", "bind", "gate", "raw"}
+    unknown = set(runs) - {*LABELS, "raw"}
     if unknown:
         parser.error(f"--runs: unknown {', '.join(sorted(unknown))}")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="real-api-"))
