@@ -450,6 +450,10 @@ def test_nothing_goes_to_a_node_cordoned_after_the_solve(monkeypatch: pytest.Mon
     assert report.failed and any(
         f"node {cordoned[0]} is cordoned" in why for _, why in report.failed
     )
+    errors = binder.metrics.registry.get_sample_value(
+        "redis_placer_bind_errors_total", {"reason": "node_cordoned"}
+    )
+    assert errors == len(report.failed)
     binder.cache.poll(0)
     binder.step(now=T0 + 1.5)
     binder.step(now=T0 + 3.0)

@@ -131,9 +131,6 @@ class Enforcer:
         with self._idle:
             return self._idle.wait_for(lambda: self._jobs == 0, timeout)
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=False)
-
 
 def _name(key: PodKey) -> str:
     return f"{key[0]}/{key[1]}"

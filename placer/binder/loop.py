@@ -599,12 +599,13 @@ class Binder:
         placements = job.placements
         for i, p in enumerate(placements):
             blocker = self._blocker(placements[i:])
-            if blocker:
+            if blocker is not None:
+                reason, why = blocker
                 for rest in placements[i:]:
                     self.cache.forget_assumed(rest.key)
-                    outcome.failed.append((by_key_name(rest.key), blocker))
-                    self.metrics.bind("conflict", "node_gone" if "node" in blocker else "stopped")
-                log.warning("shard=%s batch=%s not written: %s", job.shard, job.batch, blocker)
+                    outcome.failed.append((by_key_name(rest.key), why))
+                    self.metrics.bind("conflict", reason)
+                log.warning("shard=%s batch=%s not written: %s", job.shard, job.batch, why)
                 break
             why = f"{p.role} of shard {job.shard}; {job.why}"
             try:
@@ -627,18 +628,18 @@ class Binder:
             )  # fmt: skip
         return outcome
 
-    def _blocker(self, placements: tuple[Placement, ...]) -> str:
-        """Why these pods must not be written now, or ''."""
+    def _blocker(self, placements: tuple[Placement, ...]) -> tuple[str, str] | None:
+        """Why these pods must not be written now, as (metric reason, message), or None."""
         if not self._leading():
-            return "stopped: this binder no longer leads"
+            return "not_leading", "stopped: this binder no longer leads"
         nodes = self.cache.nodes
         gone = sorted({p.node for p in placements if p.node not in nodes})
         if gone:
-            return f"node {gone[0]} is gone"
+            return "node_gone", f"node {gone[0]} is gone"
         cordoned = sorted({p.node for p in placements if _unschedulable(nodes[p.node])})
         if cordoned:
-            return f"node {cordoned[0]} is cordoned"
-        return ""
+            return "node_cordoned", f"node {cordoned[0]} is cordoned"
+        return None
 
     def _role_labels(self, pod: Mapping[str, Any], role: str) -> dict[str, str]:
         """The role label to write, if the pod does not carry the plan's role already.
