@@ -10,6 +10,7 @@ Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"
 Action = Literal["keep", "place", "move"]
 Severity = Literal["hard", "soft"]
 Mode = Literal["place", "rebalance"]
+Engine = Literal["cp-sat", "greedy"]
 
 
 class Assignment(Wire):
@@ -63,11 +64,16 @@ class SkippedInput(Wire):
 
 class Plan(Wire):
     status: Status
+    engine: Engine = "greedy"
+    """Whose placement this is: CP-SAT's own (possibly started from greedy's) or the greedy
+    baseline, which a solve returns when CP-SAT found nothing better."""
     mode: Mode = "place"
     degraded: bool = False
     objective: float = 0
     bound: float = 0
     gap: float = 0
+    unplaced_bound: int = 0
+    """No plan leaves fewer of the placeable pending pods unplaced (proven lower bound)."""
     solve_seconds: float = 0.0
     assignments: list[Assignment] = []
     failovers: list[Failover] = []

@@ -44,23 +44,44 @@ class Rules(Wire):
     survive: Survive = "none"
 
 
+MAX_WEIGHT = 1_000_000
+"""Largest weight a policy may give: the solver multiplies weights by counts of pods, domains and
+percent, and the product must stay an exact 64-bit integer on the largest clusters."""
+
+
 class Weights(Wire):
-    rack: int = Field(default=50, ge=0)
-    zone: int = Field(default=30, ge=0)
-    master_balance: int = Field(default=10, ge=0)
-    load_balance: int = Field(default=1, ge=0)
-    move: int = Field(default=100, ge=0)
-    failover: int = Field(default=20, ge=0)
+    """Costs of the soft terms, in the order users weigh them: losing masters to one failure,
+    then replicas sharing their master's domain, then stacked masters, then memory balance
+    (docs/objective.md)."""
+
+    survival: int = Field(default=100, ge=0, le=MAX_WEIGHT)
+    rack: int = Field(default=50, ge=0, le=MAX_WEIGHT)
+    zone: int = Field(default=30, ge=0, le=MAX_WEIGHT)
+    master_balance: int = Field(default=10, ge=0, le=MAX_WEIGHT)
+    load_balance: int = Field(default=1, ge=0, le=MAX_WEIGHT)
+    move: int = Field(default=100, ge=0, le=MAX_WEIGHT)
+    failover: int = Field(default=20, ge=0, le=MAX_WEIGHT)
 
     def separation(self, level: Level) -> int:
         return 0 if level == "host" else int(getattr(self, level))
 
 
+MAX_TIME_LIMIT_SECONDS = 86_400.0
+MAX_WORKERS = 256
+
+
 class SolverOptions(Wire):
-    time_limit_seconds: float = Field(default=10.0, gt=0)
-    workers: int = Field(default=0, ge=0)
-    """CP-SAT search workers; 0 is one per core, and at least 4 (its portfolio needs several)."""
-    relative_gap: float = Field(default=0.0, ge=0, lt=1)
+    time_limit_seconds: float = Field(
+        default=10.0, gt=0, le=MAX_TIME_LIMIT_SECONDS, allow_inf_nan=False
+    )
+    """Budget of one whole call (reading the input to printing the plan)."""
+    workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
+    """CP-SAT search workers; 0 is the default, one worker with a deterministic budget (the same
+    input gives the same plan). More workers may find better plans on hard inputs, run to run
+    differently."""
+    relative_gap: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    """CP-SAT's random seed: the same input and policy give the same plan."""
 
 
 class Permit(Wire):

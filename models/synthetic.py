@@ -91,20 +91,29 @@ def generate_cluster(
     clusters: int = 1,
     busy_fraction: float = 0.2,
     seed: int = 0,
+    zone_shares: tuple[float, ...] | None = None,
+    node_sizes: tuple[tuple[str, str], ...] = NODE_SIZES,
+    redis_sizes: tuple[tuple[str, str], ...] = REDIS_SIZES,
 ) -> dict[str, Any]:
     """A cluster as a Kubernetes List: mixed node sizes, some unrelated load, running and pending shards.
 
     Running shards are placed the way a careless scheduler would (anywhere with room), so audits
-    and rebalancing have something to find.
+    and rebalancing have something to find. ``zone_shares`` skews the nodes over the zones (e.g.
+    0.5, 0.3, 0.2); by default they are dealt round-robin.
     """
     rng = random.Random(seed)
     items: list[dict[str, Any]] = []
     names: list[tuple[str, str, str]] = []
     free_mem: dict[str, int] = {}
+    zone_of = _zone_assignment(nodes, zones, zone_shares)
+    seen_in_zone: dict[int, int] = {}
     for i in range(nodes):
-        zone = f"zone-{chr(ord('a') + i % zones)}"
-        rack = f"{zone}-rack-{(i // zones) % racks_per_zone}"
-        cpu, mem = NODE_SIZES[rng.randrange(len(NODE_SIZES))]
+        z = zone_of[i]
+        zone = f"zone-{chr(ord('a') + z)}"
+        k = seen_in_zone.get(z, 0)
+        seen_in_zone[z] = k + 1
+        rack = f"{zone}-rack-{k % racks_per_zone}"
+        cpu, mem = node_sizes[rng.randrange(len(node_sizes))]
         name = f"node-{i:05d}"
         items.append(node(name, zone, rack, cpu, mem))
         names.append((name, zone, rack))
@@ -115,7 +124,7 @@ def generate_cluster(
     shard_total = running_shards + pending_shards
     for s in range(shard_total):
         cluster = f"redis-{s % clusters}"
-        cpu, mem = REDIS_SIZES[(s % clusters) % len(REDIS_SIZES)]
+        cpu, mem = redis_sizes[(s % clusters) % len(redis_sizes)]
         running = s < running_shards
         used: set[str] = set()
         for r in range(replicas + 1):
@@ -137,3 +146,21 @@ def generate_cluster(
                 redis_pod(pod_name, cluster, str(s // clusters), role, cpu, mem, node_name)
             )
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _zone_assignment(nodes: int, zones: int, shares: tuple[float, ...] | None) -> list[int]:
+    """Zone index of each node: round-robin, or in proportion to ``shares`` (interleaved)."""
+    if shares is None:
+        return [i % zones for i in range(nodes)]
+    total = sum(shares)
+    counts = [int(nodes * share / total) for share in shares]
+    for i in range(nodes - sum(counts)):
+        counts[i % len(counts)] += 1
+    out: list[int] = []
+    left = list(counts)
+    while len(out) < nodes:
+        for z, n in enumerate(left):
+            if n:
+                out.append(z)
+                left[z] -= 1
+    return out

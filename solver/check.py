@@ -471,11 +471,22 @@ class _Census:
     """Shards with no alive member at all: lost whichever domain fails."""
 
 
+def _exists(f: FinalMember) -> bool:
+    """Runs now, or is placed by the plan: a pending member left unplaced is not there to lose."""
+    return f.node is not None or not f.member.pod.pending
+
+
 def _census(view: _View) -> _Census:
     alive_per_shard = {shard: len(here) for shard, here in view.shard_alive.items()}
     masters_alive: Counter[str] = Counter(f.cluster for f, _ in view.alive if f.role is Role.MASTER)
-    masters_total: Counter[str] = Counter(f.cluster for f in view.finals if f.role is Role.MASTER)
-    dead = sorted(s for s in view.by_shard if s not in alive_per_shard)
+    masters_total: Counter[str] = Counter(
+        f.cluster for f in view.finals if f.role is Role.MASTER and _exists(f)
+    )
+    dead = sorted(
+        s
+        for s, members in view.by_shard.items()
+        if s not in alive_per_shard and any(_exists(f) for f in members)
+    )
     return _Census(alive_per_shard, masters_total, masters_alive, dead)
 
 
@@ -776,7 +787,8 @@ def _objective_with_running(
         else:
             terms[level] = 0.0
 
-    per_cluster_zone: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
+    survival_level: Level = "zone" if policy.rules.survive == "none" else policy.rules.survive
+    per_cluster_domain: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_node: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     memory: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     # Per key: [all final members, running members only]; memory also counts running members.
@@ -788,20 +800,25 @@ def _objective_with_running(
         entry[1] += used * keeps
         entry[2] += keeps
         if f.role is Role.MASTER:
-            zone = per_cluster_zone[(f.cluster, node.zone)]
-            zone[0] += 1
-            zone[1] += keeps
+            domain = per_cluster_domain[(f.cluster, node.domain(survival_level))]
+            domain[0] += 1
+            domain[1] += keeps
             on_node = per_node[node.name]
             on_node[0] += 1
             on_node[1] += keeps
 
-    def master_balance(i: int) -> int:
-        worst_zone: dict[str, int] = {}
-        for (cluster, _), counts in per_cluster_zone.items():
-            worst_zone[cluster] = max(worst_zone.get(cluster, 0), counts[i])
-        stacked = sum(max(0, counts[i] - 1) for counts in per_node.values())
-        return weights.master_balance * (sum(worst_zone.values()) + stacked)
+    def survival(i: int) -> int:
+        """Per Redis cluster, the masters its worst single domain failure takes down."""
+        worst: dict[str, int] = {}
+        for (cluster, _), counts in per_cluster_domain.items():
+            worst[cluster] = max(worst.get(cluster, 0), counts[i])
+        return weights.survival * sum(worst.values())
 
+    def master_balance(i: int) -> int:
+        """Masters beyond the first on any node."""
+        return weights.master_balance * sum(max(0, counts[i] - 1) for counts in per_node.values())
+
+    terms["survival"] = float(survival(0))
     terms["masterBalance"] = float(master_balance(0))
 
     for pod in view.snapshot.other_pods:
@@ -830,5 +847,5 @@ def _objective_with_running(
     terms["total"] = sum(terms.values())
     if not running:
         return terms, None
-    base += master_balance(1) + weights.load_balance * max_util(1)
+    base += survival(1) + master_balance(1) + weights.load_balance * max_util(1)
     return terms, float(base)

@@ -11,9 +11,9 @@ from ortools.sat.python import cp_model
 
 from models.cluster import Member
 from models.resources import Resources
-from solver.cpmodel import PlacementModel, build_variables
+from solver.classes.cpmodel import PlacementModel, build_variables
+from solver.classes.problem import Problem
 from solver.predicates import blocking_reason
-from solver.problem import Problem
 
 
 def filter_summary(problem: Problem, member: Member) -> str:

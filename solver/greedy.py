@@ -1,14 +1,19 @@
 """The greedy baseline: one pod at a time, as a kube-scheduler plugin would place it.
 
 Filter: fits (readiness, taints, selectors, affinity, room), no member of the same shard on the
-host, master cap. Score for a replica: 100 if its master is in another zone, 70 in the same zone but
-another rack, 30 in the same rack; ties go to the node with the most free memory. It is the
-comparison point for the solver and the solver's first hint. Nodes are kept in per-rack heaps by
-free memory so a pod looks at a handful of nodes, not all of them.
+host, the master cap, required replica separation, and with ``rules.survive`` the last member of
+a shard kept out of the one domain that holds all the others and each Redis cluster's masters
+kept below half per domain. Score for a replica: 100 if its master is in another zone, 70 in the
+same zone but another rack, 30 in the same rack; ties go to the node with the most free memory.
+A shard is placed whole or not at all (unless ``permit.allowPartialShards``).
+
+It is the comparison point for the solver, its first hint, and the repair step that finishes
+shards a level of the solver could not (``start`` holds what is decided already). Nodes are kept
+in per-rack heaps by free memory so a pod looks at a handful of nodes, not all of them.
 """
 
 import heapq
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from models.cluster import Member, Node, Role
 from models.plan import Plan
@@ -18,12 +23,14 @@ from models.snapshot import Snapshot
 from solver.placement import Placement, to_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
 
+NO_NODE = "greedy: no node passes the filter"
 
-def _add(used: dict[str, list[int]], name: str, requests: Resources) -> None:
+
+def _add(used: dict[str, list[int]], name: str, requests: Resources, sign: int = 1) -> None:
     total = used.setdefault(name, [0, 0, 0])
-    total[0] += requests.cpu
-    total[1] += requests.memory
-    total[2] += requests.pods
+    total[0] += sign * requests.cpu
+    total[1] += sign * requests.memory
+    total[2] += sign * requests.pods
 
 
 class _Room(dict[str, Resources]):
@@ -44,12 +51,17 @@ class _Room(dict[str, Resources]):
 
 
 class _Cluster:
-    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, start: Placement) -> None:
         self.snapshot = snapshot
+        self.policy = policy
         self.cap = policy.rules.max_masters_per_node
+        self.survive = policy.rules.survive
         self.masters: dict[str, int] = defaultdict(int)
         self.hosts_of_shard: dict[str, set[str]] = defaultdict(set)
         self.version: dict[str, int] = defaultdict(int)
+        # Alive members per shard and masters per cluster and domain, for survive.
+        self.shard_domains: dict[str, list[str | None]] = defaultdict(list)
+        self.cluster_masters: dict[tuple[str, str | None], int] = defaultdict(int)
         # Bound requests summed as integers, and a node's free Resources built only when a pod
         # looks at it: per-pod model arithmetic over a large running cluster costs more than the
         # whole greedy pass. Shard hosts are only tracked for shards that have pods to place.
@@ -60,22 +72,18 @@ class _Cluster:
                 _add(used, pod.node_name, pod.requests)
         placing = {m.shard_key for m in snapshot.members if m.pod.node_name is None}
         for m in snapshot.members:
-            node = nodes.get(m.pod.node_name or "")
+            name = m.pod.node_name or start.node.get(m.key)
+            node = nodes.get(name or "")
             if node is None:
                 continue
+            role = start.role.get(m.key) if m.pod.pending else m.role
             _add(used, node.name, m.pod.requests)
-            if m.role is Role.MASTER:
-                self.masters[node.name] += 1
-            if placing:
-                shard = m.shard_key
-                if shard in placing:
-                    self.hosts_of_shard[shard].add(node.host)
+            self._count(m, node, role or Role.REPLICA, placing)
         self.free = _Room(nodes, used)
         # Per rack, nodes by free memory: every node for replicas, and for masters only the
         # nodes below the master cap, so a master does not wade through every node that has one.
         self.racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
         self.master_racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
-        self.rack_zone: dict[str, str] = {}
         for n in snapshot.nodes:
             if node_accepts_new_pods(n):
                 total = used.get(n.name)
@@ -83,12 +91,28 @@ class _Cluster:
                 self.racks[n.rack].append((-free_memory, n.name, 0))
                 if self.masters[n.name] < self.cap:
                     self.master_racks[n.rack].append((-free_memory, n.name, 0))
-                self.rack_zone[n.rack] = n.zone or ""
         for heaps in (self.racks, self.master_racks):
             for heap in heaps.values():
                 heapq.heapify(heap)
 
-    def best_in_rack(self, rack: str, member: Member, role: Role) -> Node | None:
+    def _count(self, m: Member, node: Node, role: Role, placing: set[str], sign: int = 1) -> None:
+        if role is Role.MASTER:
+            self.masters[node.name] += sign
+        if self.survive != "none":
+            domain = node.domain(self.survive)
+            if sign > 0:
+                self.shard_domains[m.shard_key].append(domain)
+            else:
+                self.shard_domains[m.shard_key].remove(domain)
+            if role is Role.MASTER:
+                self.cluster_masters[(m.cluster, domain)] += sign
+        if m.shard_key in placing:
+            if sign > 0:
+                self.hosts_of_shard[m.shard_key].add(node.host)
+            else:
+                self.hosts_of_shard[m.shard_key].discard(node.host)
+
+    def best_in_rack(self, rack: str, member: Member, role: Role, rules: "_Rules") -> Node | None:
         """The node with the most free memory in the rack that passes the filter."""
         heap = (self.master_racks if role is Role.MASTER else self.racks)[rack]
         skipped: list[tuple[int, str, int]] = []
@@ -102,7 +126,7 @@ class _Cluster:
             if self.free[name].memory < member.pod.requests.memory:
                 break  # sorted by free memory: nothing further fits
             node = self.snapshot.node_by_name[name]
-            if self._passes(node, member, role):
+            if self._passes(node, member, role) and rules.allows(node, member, role):
                 found = node
                 break
         for entry in skipped:
@@ -120,9 +144,15 @@ class _Cluster:
 
     def take(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] - member.pod.requests
-        self.hosts_of_shard[member.shard_key].add(node.host)
-        if role is Role.MASTER:
-            self.masters[node.name] += 1
+        self._count(member, node, role, {member.shard_key})
+        self._reheap(node)
+
+    def release(self, node: Node, member: Member, role: Role) -> None:
+        self.free[node.name] = self.free[node.name] + member.pod.requests
+        self._count(member, node, role, {member.shard_key}, sign=-1)
+        self._reheap(node)
+
+    def _reheap(self, node: Node) -> None:
         self.version[node.name] += 1
         entry = (-self.free[node.name].memory, node.name, self.version[node.name])
         heapq.heappush(self.racks[node.rack], entry)
@@ -130,49 +160,171 @@ class _Cluster:
             heapq.heappush(self.master_racks[node.rack], entry)
 
 
-def greedy_placement(snapshot: Snapshot, policy: Policy) -> Placement:
-    state = _Cluster(snapshot, policy)
-    placement = Placement()
-    master_node: dict[str, Node | None] = {}
+class _Rules:
+    """The hard rules beyond fits, spread and the cap that one pod at a time can respect."""
+
+    def __init__(self, state: _Cluster, policy: Policy, masters_total: dict[str, int]) -> None:
+        self.state = state
+        self.separation = policy.rules.replica_separation
+        self.survive = policy.rules.survive
+        self.masters_total = masters_total
+        self.master_node: dict[str, Node | None] = {}
+        self.remaining: dict[str, int] = {}
+
+    def allows(self, node: Node, member: Member, role: Role) -> bool:
+        shard = member.shard_key
+        master = self.master_node.get(shard)
+        if role is Role.REPLICA and master is not None:
+            for level in ("rack", "zone"):
+                if self.separation.strength(level) == "required" and node.domain(
+                    level
+                ) == master.domain(level):
+                    return False
+        if self.survive == "none":
+            return True
+        domain = node.domain(self.survive)
+        others = self.state.shard_domains.get(shard, [])
+        if self.remaining.get(shard, 0) == 1 and (not others or set(others) == {domain}):
+            return False  # the shard's last member must not share the one domain of the others
+        if role is Role.MASTER:
+            total = self.masters_total.get(member.cluster, 0)
+            if 2 * (self.state.cluster_masters[(member.cluster, domain)] + 1) > total - 1:
+                return False
+        return True
+
+
+def greedy_placement(
+    snapshot: Snapshot,
+    policy: Policy,
+    start: Placement | None = None,
+    shards: set[str] | None = None,
+) -> Placement:
+    """Place the pending members one at a time; ``start`` members stay where it puts them and
+    only the shards in ``shards`` (default: every pending shard not in ``start``) are placed."""
+    start = start or Placement()
+    state = _Cluster(snapshot, policy, start)
+    placement = Placement(node=dict(start.node), role=dict(start.role))
+    partial = policy.permit.allow_partial_shards
+    todo: dict[str, list[Member]] = {}
+    for key, members in snapshot.shards.items():
+        pending = [m for m in members if m.pod.pending and not m.pod.deleting]
+        pending = [m for m in pending if m.key not in start.node]
+        if pending and (shards is None or key in shards):
+            todo[key] = pending
+    masters_total = _masters_expected(snapshot, start, todo)
+    rules = _Rules(state, policy, masters_total)
     for key, members in snapshot.shards.items():
         running_master = next(
             (m for m in members if m.role is Role.MASTER and not m.pod.pending), None
         )
-        master_node[key] = (
-            snapshot.node_by_name.get(running_master.pod.node_name or "")
-            if running_master
-            else None
+        node_name = running_master.pod.node_name if running_master else None
+        if node_name is None:
+            node_name = next(
+                (start.node[m.key] for m in members if start.role.get(m.key) is Role.MASTER), None
+            )
+        rules.master_node[key] = snapshot.node_by_name.get(node_name or "")
+    for shard_key in sorted(todo):
+        members = todo[shard_key]
+        all_members = snapshot.shards[shard_key]
+        has_master = any(
+            (m.role is Role.MASTER and not (m.pod.pending and m.key not in start.node))
+            or start.role.get(m.key) is Role.MASTER
+            for m in all_members
         )
-    # Masters first within each shard, so replicas can be scored against them.
-    order = sorted(
-        snapshot.pending,
-        key=lambda m: (m.shard_key, m.role is not Role.MASTER, m.role is None, m.key),
-    )
-    has_master = {k: any(m.role is Role.MASTER for m in ms) for k, ms in snapshot.shards.items()}
-    for member in order:
-        if member.pod.deleting:
+        # Masters first within each shard, so replicas can be scored against them.
+        order = sorted(members, key=lambda m: (m.role is not Role.MASTER, m.role is None, m.key))
+        rules.remaining[shard_key] = len(order)
+        taken: list[tuple[Node, Member, Role]] = []
+        for member in order:
+            role = member.role
+            if role is None:
+                role = Role.REPLICA if has_master else Role.MASTER
+            node = _choose(state, rules, member, role)
+            if node is None:
+                placement.unplaced[member.key] = NO_NODE
+                if not partial:
+                    break
+                continue
+            state.take(node, member, role)
+            rules.remaining[shard_key] -= 1
+            taken.append((node, member, role))
+            if role is Role.MASTER:
+                has_master = True
+                rules.master_node[shard_key] = node
+        if not partial and len(taken) < len(order):
+            for node, member, role in taken:
+                state.release(node, member, role)
+            if any(r is Role.MASTER for _, _, r in taken):
+                rules.master_node[shard_key] = None
+            for member in order:
+                placement.unplaced[member.key] = NO_NODE
             continue
-        role = member.role
-        if role is None:
-            role = Role.REPLICA if has_master[member.shard_key] else Role.MASTER
-        node = _choose(state, member, role, master_node.get(member.shard_key))
-        if node is None:
-            placement.unplaced[member.key] = "greedy: no node passes the filter"
-            continue
-        state.take(node, member, role)
-        placement.node[member.key] = node.name
-        placement.role[member.key] = role
-        if role is Role.MASTER:
-            has_master[member.shard_key] = True
-            master_node[member.shard_key] = node
+        for node, member, role in taken:
+            placement.node[member.key] = node.name
+            placement.role[member.key] = role
+    if policy.rules.survive != "none":
+        _keep_majorities(snapshot, policy, placement, set(todo))
     return placement
 
 
-def _choose(state: _Cluster, member: Member, role: Role, master: Node | None) -> Node | None:
+def _masters_expected(
+    snapshot: Snapshot, start: Placement, todo: dict[str, list[Member]]
+) -> dict[str, int]:
+    """Per Redis cluster: the masters it has once every shard to place is placed."""
+    totals: Counter[str] = Counter()
+    for key, members in snapshot.shards.items():
+        has = any(
+            (m.role is Role.MASTER and not m.pod.pending) or start.role.get(m.key) is Role.MASTER
+            for m in members
+        )
+        if has or key in todo:
+            totals[members[0].cluster] += 1
+    return dict(totals)
+
+
+def _keep_majorities(
+    snapshot: Snapshot, policy: Policy, placement: Placement, placed_now: set[str]
+) -> None:
+    """Shards left out shrink a cluster's master count; drop newly placed shards until every
+    domain again holds less than half of each cluster's masters."""
+    level = policy.rules.survive
+    nodes = snapshot.node_by_name
+    while True:
+        masters: dict[str, list[tuple[str | None, str, bool]]] = defaultdict(list)
+        for key, members in snapshot.shards.items():
+            for m in members:
+                name = placement.node.get(m.key) if m.pod.pending else m.pod.node_name
+                role = placement.role.get(m.key) if m.pod.pending else m.role
+                node = nodes.get(name or "")
+                if role is Role.MASTER and node is not None:
+                    masters[m.cluster].append((node.domain(level), key, key in placed_now))
+        worst: tuple[str, str | None] | None = None
+        for cluster, entries in masters.items():
+            per_domain = Counter(d for d, _, _ in entries)
+            domain, most = max(per_domain.items(), key=lambda kv: (kv[1], str(kv[0])))
+            if 2 * most > len(entries) - 1 and any(d == domain and new for d, _, new in entries):
+                worst = (cluster, domain)
+                break
+        if worst is None:
+            return
+        cluster, domain = worst
+        victim = max(k for d, k, new in masters[cluster] if d == domain and new)
+        for m in snapshot.shards[victim]:
+            if m.pod.pending:
+                placement.node.pop(m.key, None)
+                placement.role.pop(m.key, None)
+                placement.unplaced[m.key] = (
+                    f"greedy: placing shard {victim} would leave {level} {domain} with half or "
+                    f"more of {cluster}'s masters"
+                )
+
+
+def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
+    master = rules.master_node.get(member.shard_key)
     best: tuple[int, int, str] | None = None
     best_node: Node | None = None
     for rack in state.racks:
-        node = state.best_in_rack(rack, member, role)
+        node = state.best_in_rack(rack, member, role, rules)
         if node is None:
             continue
         score = 0

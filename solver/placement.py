@@ -14,6 +14,8 @@ class Placement:
     node: dict[str, str] = field(default_factory=dict)
     role: dict[str, Role] = field(default_factory=dict)
     unplaced: dict[str, str] = field(default_factory=dict)
+    explanation: list[str] = field(default_factory=list)
+    """Why the unplaced shards cannot be placed together, when a solver could tell."""
 
 
 def current_role(member: Member) -> Role:

@@ -1,262 +1,88 @@
-"""snapshot + policy -> plan. The one entry point the CLI, the binder and rebalance call."""
+"""snapshot + policy -> plan. The one entry point the CLI, the binder and rebalance call.
+
+Every call weighs candidate placements and returns the best by the order users judge a plan:
+pending pods placed, then hard violations, then the evaluator's objective (solver/check.py).
+The greedy baseline is always one of them, so a plan is never worse than greedy's.
+
+* place mode: the levels (solver/levels/: zones, racks, nodes), started from greedy's placement,
+  with any shard they could not finish completed by greedy; level one's optimum is the bound.
+* rebalance mode: the node-class model (solver/classes/), started from the current placement.
+
+``status`` is OPTIMAL only when the plan's objective equals a proven lower bound of the same
+objective and no placement could place more pods; otherwise FEASIBLE with the true gap.
+"""
 
 import gc
-import os
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-
-from ortools.sat.python import cp_model
+from dataclasses import dataclass, field
 
 from models.cluster import Role
-from models.plan import Mode, Plan, Status
-from models.policy import LEVELS, Policy
+from models.plan import Engine, Mode, Plan, Status
+from models.policy import Policy
 from models.snapshot import Snapshot
-from solver.assign import assign_nodes
-from solver.check import assess
-from solver.cpmodel import RELAXED_WEIGHT, PlacementModel, build_variables
+from solver.check import Assessment, assess
+from solver.classes.model import ClassOptions, solve_classes
+from solver.classes.problem import build_problem, limit_candidates
 from solver.explain import explain_conflict, filter_summary
 from solver.greedy import greedy_placement
+from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
-from solver.problem import Problem, build_problem, limit_candidates, narrow_for_batch
 from solver.rules import RULES
 
-Progress = Callable[[float, float, float], None]
-"""Called with (objective, bound, elapsed seconds) as better solutions are found."""
+Progress = Callable[[str, float | None, float | None], None]
+"""Called with (phase, objective, bound) while solving; objective and bound are the plan's own
+(the evaluator's terms), or None when a phase has none yet."""
 
-LARGE_MODEL = 20_000
-_STATUS: dict[int, Status] = {
-    cp_model.OPTIMAL: "OPTIMAL",
-    cp_model.FEASIBLE: "FEASIBLE",
-    cp_model.INFEASIBLE: "INFEASIBLE",
-    cp_model.UNKNOWN: "UNKNOWN",
-    cp_model.MODEL_INVALID: "MODEL_INVALID",
-}
+DEFAULT_WORKERS = 1
+"""CP-SAT workers when the policy says 0. One worker with a deterministic time budget gives the
+same plan for the same input; the level models are small enough that a portfolio of workers
+buys nothing measurable (docs/benchmarks.md), and on a loaded machine it costs."""
+
+
+def default_workers() -> int:
+    return DEFAULT_WORKERS
 
 
 @dataclass
 class SolveOptions:
     time_limit: float | None = None
+    """Seconds for the whole call (policy solver.timeLimitSeconds by default)."""
+    deadline: float | None = None
+    """time.monotonic() by which the plan must be ready; wins over ``time_limit`` (the CLI
+    counts from its own start, so reading the input is inside the budget)."""
     workers: int | None = None
     relative_gap: float | None = None
+    seed: int | None = None
     progress: Progress | None = None
     hint: bool = True
     explain: bool = True
-    narrow: bool = True
-    """Small batches in place mode first solve a model narrowed to the most promising node
-    classes (solver/problem.py narrow_for_batch), and re-solve unnarrowed only when that leaves
-    pods unplaced. False always solves the full model."""
-
-
-class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, report: Progress, big: int, start: float) -> None:
-        super().__init__()
-        self.report, self.big, self.start = report, big, start
-
-    def on_solution_callback(self) -> None:
-        self.report(self.objective_value, self.best_objective_bound, time.monotonic() - self.start)
 
 
 @dataclass
-class _Solved:
-    status: Status
+class _Candidate:
+    engine: Engine
     placement: Placement
-    cp_objective: float
-    cp_bound: float
-    unplaced_count: int
-    big: int
-    pruned: bool = False
-    """Solved on a model with limited candidates: its bound is not the full problem's."""
+    degraded: bool = False
+    plan: Plan | None = None
+    verdict: Assessment | None = None
+
+    def rank(self) -> tuple[int, int, float]:
+        assert self.plan is not None and self.verdict is not None
+        hard = sum(1 for v in self.verdict.violations if v.severity == "hard")
+        return (len(self.plan.unplaced), hard, float(self.verdict.terms.get("total", 0.0)))
 
 
-MIN_DEFAULT_WORKERS = 4
-"""CP-SAT's portfolio (search, LNS, feasibility jump) needs a few workers to work as one: on a
-2-core machine 4 workers prove the narrowed 100-shard model optimal in 0.9 s where 2 take 1.7 s
-(docs/benchmarks.md)."""
-
-
-def default_workers() -> int:
-    """Workers when the policy says 0: one per core, and never fewer than four."""
-    return max(MIN_DEFAULT_WORKERS, os.cpu_count() or 1)
-
-
-def _objective(pm: PlacementModel) -> int:
-    """Unplaced pods cost more than every other term together: placing comes first."""
-    upper = sum(pm.constants.values()) + 1
-    problem = pm.problem
-    members = sum(g.size for g in problem.groups) + len(problem.fixed_members)
-    w = problem.policy.weights
-    upper += (w.rack + w.zone + 3 * w.master_balance + w.move + w.failover) * (
-        members + 1
-    ) + w.load_balance * 10_001
-    upper += RELAXED_WEIGHT * 2 * (members + 1) if pm.strengths_override else 0
-    big = upper
-    terms = [big * t for t in pm.unplaced_terms]
-    for items in pm.costs.values():
-        terms.extend(weight * expr for weight, expr in items)
-    pm.model.minimize(sum(terms, 0) + sum(pm.constants.values()))
-    return big
-
-
-def _hint(pm: PlacementModel, placement: Placement) -> None:
-    problem = pm.problem
-    counts: dict[tuple[int, int, Role], int] = defaultdict(int)
-    member_group = {m.key: g.index for g in problem.groups for m in g.members}
-    for key, node in placement.node.items():
-        g = member_group.get(key)
-        c = problem.node_class.get(node)
-        if g is None or c is None:
-            continue
-        counts[(g, c, placement.role[key])] += 1
-    for key, var in pm.n.items():
-        pm.model.add_hint(var, counts.get(key, 0))
-    for shard_key, var in pm.placed.items():
-        members = problem.snapshot.shards[shard_key]
-        placed = all(m.key in placement.node for m in members if m.pod.pending)
-        pm.model.add_hint(var, int(placed))
-
-
-def _complete_hint(model: cp_model.CpModel, time_limit: float) -> None:
-    """Extend a hint on the decision variables to every variable, so CP-SAT starts from it.
-
-    CP-SAT only adopts a hint it can complete; the penalty and helper variables are easy to fill
-    in once the decisions are fixed, which takes a fraction of a second.
-    """
-    proto = model.proto
-    if not len(proto.solution_hint.vars):
-        return
-    probe = model.clone()
-    for index, value in zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True):
-        probe.add(probe.get_int_var_from_proto_index(index) == value)
-    probe.clear_hints()
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.stop_after_first_solution = True
-    if solver.solve(probe) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return
-    model.clear_hints()
-    for index in range(len(proto.variables)):
-        var = model.get_int_var_from_proto_index(index)
-        model.add_hint(var, solver.value(var))
-
-
-def _current_placement(problem: Problem) -> Placement:
-    placement = Placement()
-    for g in problem.groups:
-        for m in g.members:
-            if m.pod.node_name:
-                placement.node[m.key] = m.pod.node_name
-                placement.role[m.key] = m.role or Role.REPLICA
-    return placement
-
-
-def _seed_placement(problem: Problem) -> Placement:
-    """The placement CP-SAT starts from, and the answer when it finds none in time."""
-    if problem.mode == "place":
-        return greedy_placement(problem.snapshot, problem.policy)
-    return _current_placement(problem)
-
-
-def _solve_once(
-    problem: Problem, options: SolveOptions, strengths: dict[str, str], seed: Placement | None
-) -> _Solved:
-    start = time.monotonic()
-    pm = PlacementModel(problem, strengths_override=strengths)
-    build_variables(pm)
-    for rule in RULES:
-        rule.encode(pm)
-    big = _objective(pm)
-    if seed is not None:
-        _hint(pm, seed)
-        _complete_hint(
-            pm.model,
-            max(0.5, 0.2 * (options.time_limit or problem.policy.solver.time_limit_seconds)),
-        )
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    policy = problem.policy.solver
-    params.max_time_in_seconds = max(
-        0.05, (options.time_limit or policy.time_limit_seconds) - (time.monotonic() - start)
-    )
-    workers = options.workers if options.workers is not None else policy.workers
-    params.num_workers = workers or default_workers()
-    gap = options.relative_gap if options.relative_gap is not None else policy.relative_gap
-    if gap:
-        params.relative_gap_limit = gap
-    if len(pm.n) > LARGE_MODEL:
-        # Presolve would eat the whole budget on large models; search does better with the time.
-        params.symmetry_level = 0
-        params.cp_model_probing_level = 0
-        params.max_presolve_iterations = 1
-        params.find_big_linear_overlap = False
-    callback = _Progress(options.progress, big, start) if options.progress else None
-    code = solver.solve(pm.model, callback)
-    status = _STATUS.get(code, "UNKNOWN")
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return _Solved(status, Placement(), 0.0, 0.0, 0, big)
-    counts = {key: int(solver.value(v)) for key, v in pm.n.items()}
-    placement = assign_nodes(problem, {k: v for k, v in counts.items() if v})
-    unplaced = round(sum(solver.value(t) for t in pm.unplaced_terms)) if pm.unplaced_terms else 0
-    return _Solved(
-        status,
-        placement,
-        solver.objective_value,
-        solver.best_objective_bound,
-        unplaced,
-        big,
-        problem.pruned,
-    )
-
-
-def _seed_classes(problem: Problem, seed: Placement) -> dict[int, set[int]]:
-    """Per group: the node classes the seed placement put its members in."""
-    out: dict[int, set[int]] = defaultdict(set)
-    for g in problem.groups:
-        for m in g.members:
-            node = seed.node.get(m.key)
-            c = problem.node_class.get(node) if node is not None else None
-            if c is not None:
-                out[g.index].add(c)
-    return out
-
-
-def _solve_narrowed(
-    problem: Problem, options: SolveOptions, seed: Placement | None
-) -> tuple[_Solved | None, bool]:
-    """The small-batch fast path: solve on the best few classes per group.
-
-    Returns (solution or None, whether a narrowed model was tried). None when narrowing does not
-    apply or when the narrowed model did not place every pending pod (infeasible, out of time,
-    or a shard left out): the full model must then decide, so narrowing never turns a
-    placeable batch into an unplaced one.
-    """
-    if not options.narrow:
-        return None, False
-    narrowed = narrow_for_batch(
-        problem,
-        _seed_classes(problem, seed) if seed is not None else {},
-        problem.policy.rules.max_masters_per_node,
-    )
-    if narrowed is None:
-        return None, False
-    solved = _solve_once(narrowed, options, {}, seed)
-    if solved.status == "UNKNOWN" and seed is not None and _places_all(problem, seed):
-        # Out of time on the small model: the full one would not do better in less. The seed
-        # places everything, so it stands (as it would after any solve that finds nothing).
-        return solved, True
-    if (
-        solved.status not in ("OPTIMAL", "FEASIBLE")
-        or solved.unplaced_count
-        or solved.placement.unplaced
-    ):
-        return None, True
-    return solved, True
-
-
-def _places_all(problem: Problem, placement: Placement) -> bool:
-    return all(m.key in placement.node for g in problem.groups for m in g.members)
+@dataclass
+class _Bounds:
+    unplaced: int = 0
+    """No placement leaves fewer of the solvable pending pods unplaced."""
+    soft: float = 0.0
+    """Lower bound of the objective when exactly ``unplaced`` of them stay unplaced."""
+    solvable: set[str] = field(default_factory=set)
+    """Pod keys the bound speaks of (pending members of shards that can be placed at all)."""
+    known: bool = False
 
 
 @contextmanager
@@ -264,9 +90,8 @@ def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for the duration of one solve.
 
     A solve over a large cluster allocates tens of thousands of short-lived objects (plan rows,
-    checker records), which triggers full collections that each walk the whole snapshot: about a
-    quarter of a small batch's wall time in benchmarks. Reference counting still frees nearly
-    everything; the collector resumes (and catches up) when the solve returns.
+    checker records), which triggers full collections that each walk the whole snapshot. Reference
+    counting still frees nearly everything; the collector resumes when the solve returns.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -280,140 +105,347 @@ def _collector_paused() -> Iterator[None]:
 def solve(
     snapshot: Snapshot, policy: Policy, mode: Mode = "place", options: SolveOptions | None = None
 ) -> Plan:
-    """Plan the snapshot under the policy: build, solve (narrowed first for small batches), judge."""
+    """Plan the snapshot under the policy within the time limit."""
     with _collector_paused():
-        return _solve(snapshot, policy, mode, options)
+        return _solve(snapshot, policy, mode, options or SolveOptions())
 
 
-def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions | None) -> Plan:
-    options = options or SolveOptions()
+def _finish_reserve(snapshot: Snapshot) -> float:
+    """Seconds kept back for judging the candidates and writing the plan (measured: about
+    30 microseconds per member and pod for each candidate judged)."""
+    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+    return 0.05 + 70e-6 * items
+
+
+def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions) -> Plan:
     start = time.monotonic()
-    # Candidates are limited for the full model only: a batch that narrows never needs it.
-    problem = build_problem(snapshot, policy, mode, max_variables=None)
-    seed = _seed_placement(problem) if options.hint else None
-    solved, attempted = _solve_narrowed(problem, options, seed)
-    if solved is None:
-        problem = limit_candidates(problem)
-        if attempted:
-            # The narrowed attempt fell short: the full model gets what is left of the budget.
-            limit = options.time_limit or policy.solver.time_limit_seconds
-            remaining = max(1.0, limit - (time.monotonic() - start))
-            options = replace(options, time_limit=remaining)
-        solved = _solve_once(problem, options, {}, seed)
-    degraded = False
-    broken: list[str] = []
-    required = [
-        lvl
-        for lvl in LEVELS
-        if lvl != "host" and policy.rules.replica_separation.strength(lvl) == "required"
-    ]
-    if (
-        solved.status in ("OPTIMAL", "FEASIBLE")
-        and solved.unplaced_count
-        and policy.degradation.relax_when_infeasible
-        and required
-    ):
-        relaxed = _solve_once(problem, options, dict.fromkeys(required, "preferred"), seed)
-        if (
-            relaxed.status in ("OPTIMAL", "FEASIBLE")
-            and relaxed.unplaced_count < solved.unplaced_count
-        ):
-            solved, degraded = relaxed, True
+    limit = options.time_limit or policy.solver.time_limit_seconds
+    deadline = options.deadline if options.deadline is not None else start + limit
+    work_until = max(start + 0.05, deadline - _finish_reserve(snapshot))
+    workers = options.workers if options.workers is not None else policy.solver.workers
+    workers = workers or default_workers()
+    seed = options.seed if options.seed is not None else policy.solver.seed
+    report = options.progress or (lambda *_: None)
 
-    placement = solved.placement
-    if solved.status not in ("OPTIMAL", "FEASIBLE"):
-        # No solution in time: fall back to the greedy baseline rather than place nothing.
-        placement = seed if seed is not None else _seed_placement(problem)
-    _mark_unplaced(problem, placement, options, solved)
-    for member, reason in problem.skipped:
-        placement.unplaced.setdefault(member.key, reason)
-    status = solved.status
-    plan = to_plan(snapshot, placement, mode, status)
-    # A narrowed model's bound says nothing about the full one; in place mode what the running
-    # members cost alone is a valid bound, and the plan is proven optimal only when it meets it.
-    running_bound = solved.pruned and mode == "place"
-    verdict = assess(snapshot, policy, plan, running_total=running_bound)
-    terms = verdict.terms
-    objective = float(terms.get("total", 0.0))
-    bound = (
-        max(0.0, solved.cp_bound - solved.big * solved.unplaced_count)
-        if solved.status in ("OPTIMAL", "FEASIBLE")
-        else 0.0
-    )
-    bound = min(bound, objective)
-    if solved.status == "OPTIMAL" and not degraded:
-        bound = (
-            objective
-            if solved.cp_objective - solved.big * solved.unplaced_count >= objective
-            else bound
+    report("greedy", None, None)
+    baseline = _baseline(snapshot, policy, mode)
+    candidates = [_Candidate("greedy", baseline)]
+    bounds = _Bounds()
+    unplaceable: dict[str, str] = {}
+    if mode == "place":
+        levels = place_by_levels(
+            snapshot,
+            policy,
+            baseline if options.hint else None,
+            LevelsOptions(work_until, workers, seed, _level_progress(report)),
         )
-    if running_bound and verdict.running_total is not None and status in ("OPTIMAL", "FEASIBLE"):
-        bound = min(verdict.running_total, objective)
-        status = "OPTIMAL" if bound >= objective and not degraded else "FEASIBLE"
-    violations = verdict.violations
-    if degraded:
-        broken = [
-            f"replica-separation:{lvl}"
-            for lvl in required
-            if any(v.rule == "replica-separation" and f" {lvl} " in v.message for v in violations)
-        ]
+        unplaceable = levels.unplaceable
+        candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+        bounds = _level_bounds(snapshot, levels)
+        relaxed = _relaxable(policy)
+        first = candidates[-1].placement
+        if (
+            relaxed
+            and _leaves_pending(snapshot, first, unplaceable)
+            and time.monotonic() < work_until
+        ):
+            report("relaxing required separation", None, None)
+            retry = place_by_levels(
+                snapshot,
+                policy,
+                first,
+                LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
+            )
+            candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, retry), True))
+        exact = _exact_classes(snapshot, policy, candidates, work_until, workers, seed, options)
+        if exact is not None:
+            candidate, class_bounds = exact
+            candidates.append(candidate)
+            bounds = _tighter(bounds, class_bounds)
+    else:
+        classes = _rebalance(snapshot, policy, baseline, work_until, workers, seed, options)
+        if classes is not None:
+            candidate, bound = classes
+            candidates.append(candidate)
+            bounds = _Bounds(soft=bound, known=bound > 0)
+
+    report("judging", None, None)
+    for candidate in _distinct(candidates):
+        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
+        candidate.verdict = assess(snapshot, policy, candidate.plan)
+    best = min(_distinct(candidates), key=lambda c: (*c.rank(), c.engine != "cp-sat"))
+    assert best.plan is not None and best.verdict is not None
+    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline)
+    plan = to_plan(snapshot, best.placement, mode, "FEASIBLE")
+    objective = float(best.verdict.terms.get("total", 0.0))
+    status, bound = _honest_status(snapshot, best, bounds, objective)
+    terms = best.verdict.terms
     plan = plan.model_copy(
         update={
             "status": status,
-            "degraded": degraded,
-            "broken_rules": broken,
+            "engine": best.engine,
+            "degraded": best.degraded,
+            "broken_rules": _broken(policy, best) if best.degraded else [],
             "objective": objective,
             "bound": bound,
             "gap": (objective - bound) / objective if objective > 0 else 0.0,
+            "unplaced_bound": bounds.unplaced if bounds.known else 0,
             "solve_seconds": round(time.monotonic() - start, 4),
-            "violations": violations,
-            "worst_domain_loss": verdict.worst_domain_loss,
+            "violations": best.verdict.violations,
+            "worst_domain_loss": best.verdict.worst_domain_loss,
             "objective_terms": {k: float(v) for k, v in terms.items() if k != "total"},
+            "explanation": best.placement.explanation,
         }
     )
+    report("done", objective, bound)
     return plan
 
 
-def _mark_unplaced(
-    problem: Problem, placement: Placement, options: SolveOptions, solved: _Solved
-) -> None:
-    """Give every pending member the solver left out a reason, in words."""
-    missing = [
-        m
-        for g in problem.groups
-        for m in g.members
-        if m.key not in placement.node and m.key not in placement.unplaced
+def _distinct(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Candidates with different placements (identical ones are judged once)."""
+    out: list[_Candidate] = []
+    for c in candidates:
+        same = next(
+            (
+                o
+                for o in out
+                if o.placement.node == c.placement.node and o.placement.role == c.placement.role
+            ),
+            None,
+        )
+        if same is None:
+            out.append(c)
+        elif c.engine == "cp-sat" and not c.degraded and same.engine == "greedy":
+            same.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
+    return out
+
+
+def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
+    """Greedy's placement: in rebalance mode the running members stay and greedy places the rest."""
+    if mode == "place":
+        return greedy_placement(snapshot, policy)
+    current = Placement()
+    for m in snapshot.members:
+        if m.pod.node_name:
+            current.node[m.key] = m.pod.node_name
+            current.role[m.key] = m.role or Role.REPLICA
+    return greedy_placement(snapshot, policy, start=current)
+
+
+def _level_progress(report: Progress) -> Callable[[str, float, float], None]:
+    def progress(phase: str, objective: float, bound: float) -> None:
+        report(phase, None, None)
+
+    return progress
+
+
+def _repaired(snapshot: Snapshot, policy: Policy, levels: LevelsResult) -> Placement:
+    """The levels' placement, with the shards a level could not finish placed by greedy."""
+    if not levels.failed:
+        return levels.placement
+    return greedy_placement(snapshot, policy, start=levels.placement, shards=levels.failed)
+
+
+def _relaxable(policy: Policy) -> frozenset[str]:
+    if not policy.degradation.relax_when_infeasible:
+        return frozenset()
+    separation = policy.rules.replica_separation
+    return frozenset(lvl for lvl in ("rack", "zone") if separation.strength(lvl) == "required")
+
+
+def _leaves_pending(snapshot: Snapshot, placement: Placement, unplaceable: dict[str, str]) -> bool:
+    return any(
+        m.key not in placement.node
+        for m in snapshot.pending
+        if not m.pod.deleting and m.shard_key not in unplaceable
+    )
+
+
+def _level_bounds(snapshot: Snapshot, levels: LevelsResult) -> _Bounds:
+    if levels.zone_status not in ("OPTIMAL", "FEASIBLE"):
+        return _Bounds()
+    solvable = {
+        m.key
+        for m in snapshot.pending
+        if not m.pod.deleting and m.shard_key not in levels.unplaceable
+    }
+    return _Bounds(levels.unplaced_bound, float(levels.soft_bound), solvable, True)
+
+
+def _honest_status(
+    snapshot: Snapshot, best: _Candidate, bounds: _Bounds, objective: float
+) -> tuple[Status, float]:
+    """OPTIMAL only when nothing more can be placed and the objective meets the proven bound."""
+    if not bounds.known:
+        return "FEASIBLE", 0.0
+    bound = min(bounds.soft, objective)
+    if bounds.solvable:
+        unplaced = sum(1 for k in bounds.solvable if k not in best.placement.node)
+        placed_all_possible = unplaced == bounds.unplaced
+    else:
+        placed_all_possible = not _pending_left(snapshot, best.placement)
+    if placed_all_possible and bounds.soft >= objective and not best.degraded:
+        return "OPTIMAL", objective
+    return "FEASIBLE", bound
+
+
+def _pending_left(snapshot: Snapshot, placement: Placement) -> bool:
+    return any(m.key not in placement.node for m in snapshot.pending if not m.pod.deleting)
+
+
+SMALL_CLASS_MODEL = 5_000
+"""Class-model size (decision variables) below which place mode also solves it: it is exact on
+small clusters, where its proof of optimality takes a fraction of a second."""
+
+
+def _exact_classes(
+    snapshot: Snapshot,
+    policy: Policy,
+    candidates: list[_Candidate],
+    until: float,
+    workers: int,
+    seed: int,
+    options: SolveOptions,
+) -> tuple[_Candidate, _Bounds] | None:
+    """On a small cluster, the whole class model, started from the levels' placement."""
+    if time.monotonic() + 0.1 >= until:
+        return None
+    problem = build_problem(snapshot, policy, "place", max_variables=None)
+    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
+    if size > SMALL_CLASS_MODEL or not problem.groups:
+        return None
+    gap = options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+    solution = solve_classes(
+        problem,
+        ClassOptions(
+            time_limit=until - time.monotonic(), workers=workers, seed=seed, relative_gap=gap
+        ),
+        candidates[-1].placement if options.hint else None,
+    )
+    if solution.status not in ("OPTIMAL", "FEASIBLE"):
+        return None
+    bounds = _Bounds()
+    if solution.valid:
+        solvable = {m.key for g in problem.groups for m in g.members}
+        bounds = _Bounds(solution.unplaced_bound, float(solution.bound), solvable, True)
+    return _Candidate("cp-sat", solution.placement), bounds
+
+
+def _tighter(a: _Bounds, b: _Bounds) -> _Bounds:
+    """The stronger of two valid bounds (lexicographically: unplaced pods, then the objective)."""
+    if not b.known:
+        return a
+    if not a.known:
+        return b
+    if b.unplaced != a.unplaced:
+        return b if b.unplaced > a.unplaced else a
+    return b if b.soft > a.soft else a
+
+
+def _rebalance(
+    snapshot: Snapshot,
+    policy: Policy,
+    baseline: Placement,
+    until: float,
+    workers: int,
+    seed: int,
+    options: SolveOptions,
+) -> tuple[_Candidate, float] | None:
+    """The class model, started from the current placement (with greedy's for pending pods)."""
+    problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
+    keep: dict[int, set[int]] = {}
+    for g in problem.groups:
+        for m in g.members:
+            node = baseline.node.get(m.key)
+            c = problem.node_class.get(node) if node else None
+            if c is not None:
+                keep.setdefault(g.index, set()).add(c)
+    problem = limit_candidates(problem, keep=keep)
+    remaining = until - time.monotonic()
+    if remaining <= 0.1:
+        return None
+    gap = options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+    solution = solve_classes(
+        problem,
+        ClassOptions(time_limit=remaining, workers=workers, seed=seed, relative_gap=gap),
+        baseline if options.hint else None,
+    )
+    if solution.status not in ("OPTIMAL", "FEASIBLE"):
+        return None
+    placement = solution.placement
+    for m in snapshot.members:
+        if m.pod.node_name and m.key not in placement.node and m.key not in placement.unplaced:
+            placement.node[m.key] = m.pod.node_name
+            placement.role[m.key] = m.role or Role.REPLICA
+    return _Candidate("cp-sat", placement), float(solution.bound)
+
+
+def _broken(policy: Policy, best: _Candidate) -> list[str]:
+    assert best.verdict is not None
+    return [
+        f"replica-separation:{lvl}"
+        for lvl in ("rack", "zone")
+        if policy.rules.replica_separation.strength(lvl) == "required"
+        and any(
+            v.rule == "replica-separation" and f" {lvl} " in v.message
+            for v in best.verdict.violations
+        )
     ]
+
+
+def _mark_unplaced(
+    snapshot: Snapshot,
+    policy: Policy,
+    best: _Candidate,
+    unplaceable: dict[str, str],
+    options: SolveOptions,
+    deadline: float,
+) -> None:
+    """Give every pending member the plan leaves out a reason, in words, per shard."""
+    placement = best.placement
+    placement.unplaced = {}
+    missing = [m for m in snapshot.pending if m.key not in placement.node]
     if not missing:
         return
+    problem = None
     reasons: dict[str, str] = {}
-    conflict_shards: list[str] = []
-    group_of = {m.key: g for g in problem.groups for m in g.members}
+    conflict: list[str] = []
     for member in missing:
-        group = group_of[member.key]
-        if not group.candidates:
-            reasons[member.shard_key] = (
-                reasons.get(member.shard_key) or f"{member.key}: {filter_summary(problem, member)}"
+        shard = member.shard_key
+        if member.pod.deleting:
+            placement.unplaced[member.key] = "pod is being deleted"
+            continue
+        if shard in unplaceable:
+            reasons[shard] = unplaceable[shard]
+            continue
+        if shard in reasons or shard in conflict:
+            continue
+        if problem is None:
+            problem = build_problem(snapshot, policy, "place", max_variables=None)
+        group = next((g for g in problem.groups if member in g.members), None)
+        if group is not None and not group.candidates:
+            reasons[shard] = f"{member.key}: {filter_summary(problem, member)}"
+        else:
+            conflict.append(shard)
+    if conflict:
+        explanation: list[str] = []
+        small = problem is not None and sum(len(g.candidates) for g in problem.groups) <= 20_000
+        if options.explain and small and time.monotonic() < deadline and problem is not None:
+            placed = [k for k in problem.shards if k not in conflict and k not in reasons]
+            explanation = explain_conflict(
+                problem,
+                conflict + placed,
+                [r.encode for r in RULES],
+                max(0.2, min(10.0, deadline - time.monotonic())),
             )
-        elif member.shard_key not in reasons and member.shard_key not in conflict_shards:
-            conflict_shards.append(member.shard_key)
-    explanation: list[str] = []
-    if conflict_shards and options.explain and solved.status in ("OPTIMAL", "FEASIBLE"):
-        placed = [k for k in problem.shards if k not in conflict_shards and k not in reasons]
-        explanation = explain_conflict(
-            problem,
-            conflict_shards + placed,
-            [r.encode for r in RULES],
-            min(10.0, options.time_limit or 10.0),
-        )
-    for key in conflict_shards:
-        reasons[key] = (
-            explanation[0]
-            if explanation
-            else "not placed: the solver found no room that keeps every hard rule"
-        )
-    if solved.status not in ("OPTIMAL", "FEASIBLE"):
-        for key in conflict_shards:
-            reasons[key] = f"solver status {solved.status}: no plan found in time"
+        placement.explanation = explanation
+        for key in conflict:
+            reasons[key] = (
+                explanation[0]
+                if explanation
+                else "not placed: no room left that keeps every hard rule once the other "
+                "shards of the batch are placed"
+            )
     for member in missing:
-        placement.unplaced[member.key] = reasons[member.shard_key]
+        if member.key not in placement.unplaced:
+            placement.unplaced[member.key] = reasons.get(member.shard_key, "not placed")

@@ -591,9 +591,11 @@ def objective_example() -> tuple[Snapshot, Plan]:
 
 
 def test_objective_term_by_term() -> None:
-    """rack 50x1, zone 30x2, masterBalance 10x((1+1)+1), loadBalance 1x50, move 100x1, failover 20x1.
+    """rack 50x1, zone 30x2, survival 100x(1+1), masterBalance 10x1, loadBalance 1x50, move
+    100x1, failover 20x1.
 
-    masterBalance: c1 has one master per zone (1), c2 one (1), n1 holds two masters (+1).
+    survival: one zone failure takes at most one master of c1 (1) and of c2 (1).
+    masterBalance: n1 holds two masters (+1).
     loadBalance: n1 = 3Gi + 2 x 1Gi = 50 %; n5 (90 %) hosts no member any more.
     """
     snap, plan = objective_example()
@@ -601,11 +603,12 @@ def test_objective_term_by_term() -> None:
     assert terms == {
         "rack": 50.0,
         "zone": 60.0,
-        "masterBalance": 30.0,
+        "survival": 200.0,
+        "masterBalance": 10.0,
         "loadBalance": 50.0,
         "move": 100.0,
         "failover": 20.0,
-        "total": 310.0,
+        "total": 490.0,
     }
 
 
@@ -614,16 +617,17 @@ def test_objective_follows_weights_and_strengths() -> None:
     snap, plan = objective_example()
     policy = make_policy(
         {"replicaSeparation": {"rack": "required", "zone": "preferred"}},
-        {"zone": 7, "masterBalance": 2, "loadBalance": 3, "move": 5, "failover": 0},
+        {"zone": 7, "survival": 4, "masterBalance": 2, "loadBalance": 3, "move": 5, "failover": 0},
     )
     terms = evaluate_objective(snap, policy, plan)
     assert terms["rack"] == 0.0
     assert terms["zone"] == 14.0
-    assert terms["masterBalance"] == 6.0
+    assert terms["survival"] == 8.0
+    assert terms["masterBalance"] == 2.0
     assert terms["loadBalance"] == 150.0
     assert terms["move"] == 5.0
     assert terms["failover"] == 0.0
-    assert terms["total"] == 14.0 + 6.0 + 150.0 + 5.0
+    assert terms["total"] == 14.0 + 8.0 + 2.0 + 150.0 + 5.0
 
 
 def test_utilisation_is_floored() -> None:
@@ -631,7 +635,8 @@ def test_utilisation_is_floored() -> None:
     snap = snapshot([node("n1", "a", "r1", memory="3Gi")], [redis_pod("m", "c", 0, "master")])
     terms = evaluate_objective(snap, Policy(), plan_for(snap, {"m": "n1"}))
     assert terms["loadBalance"] == 33.0
-    assert terms["masterBalance"] == 10.0
+    assert terms["survival"] == 100.0
+    assert terms["masterBalance"] == 0.0
 
 
 # --------------------------------------------------------------------------- audit
@@ -692,10 +697,11 @@ def test_audit_reports_hard_rules_of_running_pods_and_ignores_pending() -> None:
 
 
 def test_brute_force_trades_separation_against_load() -> None:
-    """One role-less shard of two on three nodes; master balance is always 10.
+    """One role-less shard of two on three nodes; survival is always 100 (one master).
 
     n1 (a, r1, 16Gi, 8Gi used), n2 (a, r2, 16Gi), n3 (b, r3, 4Gi):
-    {n1,n2}: 10 + zone 30 + util 56 = 96; {n1,n3}: 10 + util 56 = 66; {n2,n3}: 10 + util 25 = 35.
+    {n1,n2}: 100 + zone 30 + util 56 = 186; {n1,n3}: 100 + util 56 = 156; {n2,n3}: 100 + util
+    25 = 125.
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r2"), node("n3", "b", "r3", memory="4Gi")],
@@ -705,13 +711,14 @@ def test_brute_force_trades_separation_against_load() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 35
+    assert brute_force_optimum(snap, Policy()) == 125
 
 
 def test_brute_force_picks_the_master_among_role_less_members() -> None:
     """x must go to n1 (selector), where another cluster's master already runs: y is the master.
 
-    masterBalance 10 x (1 + 1), load 2Gi/16Gi = 12, different zones: 32.
+    survival 100 x (1 + 1) (each cluster loses its one master with its zone), no stacked master,
+    load 2Gi/16Gi = 12, different zones: 212.
     """
     snap = snapshot(
         [node("n1", "a", "r1", labels={"slot": "x"}), node("n2", "b", "r2")],
@@ -721,7 +728,7 @@ def test_brute_force_picks_the_master_among_role_less_members() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 32
+    assert brute_force_optimum(snap, Policy()) == 212
 
 
 def test_brute_force_reports_infeasible() -> None:
@@ -733,12 +740,12 @@ def test_brute_force_reports_infeasible() -> None:
     assert brute_force_optimum(snap, Policy()) is None
 
 
-@pytest.mark.parametrize(("move_weight", "expected"), [(100, 96), (10, 26)])
+@pytest.mark.parametrize(("move_weight", "expected"), [(100, 186), (10, 116)])
 def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expected: int) -> None:
     """Master n1 and replica n2 share rack r1 (50 + 30); n3 is elsewhere.
 
-    Staying costs 80 + masterBalance 10 + load 6 = 96; moving one member to n3 costs
-    move + 10 + 6. A failover never helps (the pair is symmetric).
+    Staying costs 80 + survival 100 + load 6 = 186; moving one member to n3 costs
+    move + 100 + 6. A failover never helps (the pair is symmetric).
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r1"), node("n3", "b", "r2")],
@@ -746,7 +753,7 @@ def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expecte
     )
     policy = make_policy(weights={"move": move_weight})
     assert brute_force_optimum(snap, policy, mode="rebalance") == expected
-    assert brute_force_optimum(snap, policy, mode="place") == 96
+    assert brute_force_optimum(snap, policy, mode="place") == 186
 
 
 def test_brute_force_refuses_big_instances() -> None:

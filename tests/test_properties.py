@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from models.policy import Policy
 from solver.check import check_plan, evaluate_objective
+from solver.classes.problem import build_problem
 from solver.greedy import greedy_plan
-from solver.problem import build_problem
 from solver.solve import SolveOptions, solve
 from tests.bruteforce import brute_force_optimum
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot

@@ -135,7 +135,7 @@ def test_survive_zone_with_two_zones_cannot_hold_a_three_master_cluster() -> Non
     assert any("survive:zone" in u.reason for u in plan.unplaced)
 
 
-def test_master_balance_spreads_masters_over_zones() -> None:
+def test_survival_spreads_masters_over_zones() -> None:
     nodes = [
         node(f"{z}{i}", z, f"{z}-r{i}", memory="64Gi", cpu="16") for z in "abc" for i in range(2)
     ]
@@ -143,7 +143,8 @@ def test_master_balance_spreads_masters_over_zones() -> None:
     policy = Policy.model_validate({"weights": {"loadBalance": 0}})
     plan = solve(snapshot(nodes, pods), policy, options=OPTS)
     assert sorted(placed(plan, f"r-{s}-0")[0] for s in range(3)) == ["a", "b", "c"]  # type: ignore[index]
-    assert plan.objective_terms["masterBalance"] == 10
+    assert plan.objective_terms["survival"] == 100
+    assert plan.objective_terms["masterBalance"] == 0
 
 
 def test_load_balance_prefers_emptier_node() -> None:

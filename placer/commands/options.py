@@ -6,6 +6,8 @@ Errors are one line on stderr and exit 2; exit codes follow the plan contract:
 """
 
 import sys
+import threading
+import time
 from typing import NoReturn
 
 import click
@@ -27,20 +29,59 @@ def fail(message: str) -> NoReturn:
 
 
 class StderrProgress:
-    """Progress lines on stderr once a solve has run for more than a second."""
+    """Progress on stderr while a solve runs: once it has run a second, a line at most every two
+    seconds, naming the phase and, when known, the objective and bound of the plan so far."""
 
-    def __init__(self) -> None:
-        self.last = 0.0
+    FIRST, EVERY = 1.0, 2.0
 
-    def __call__(self, objective: float, bound: float, elapsed: float) -> None:
-        if elapsed < 1.0 or elapsed - self.last < 0.5:
-            return
-        self.last = elapsed
-        gap = (objective - bound) / objective if objective else 0.0
-        click.echo(
-            f"  solving: objective {objective:g}  bound {bound:g}  gap {gap:.2%}  {elapsed:.1f}s",
-            err=True,
-        )
+    def __init__(self, started: float | None = None) -> None:
+        self.started = started if started is not None else time.monotonic()
+        self.phase = "reading"
+        self.objective: float | None = None
+        self.bound: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, phase: str, objective: float | None, bound: float | None) -> None:
+        self.phase = phase
+        if objective is not None:
+            self.objective, self.bound = objective, bound
+
+    def __enter__(self) -> "StderrProgress":
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        figures = ""
+        if self.objective is not None:
+            bound = self.bound if self.bound is not None else 0.0
+            gap = (self.objective - bound) / self.objective if self.objective else 0.0
+            figures = f"  objective {self.objective:g}  bound {bound:g}  gap {gap:.2%}"
+        return f"  {self.phase}:{figures}  {elapsed:.1f}s"
+
+    def _run(self) -> None:
+        wait = self.FIRST
+        while not self._stop.wait(wait):
+            click.echo(self.line(), err=True)
+            wait = self.EVERY
+
+
+def deadline_of(
+    started: float, time_limit: float | None, policy: Policy, snapshot: Snapshot
+) -> float:
+    """When the solver must be done so that the whole command ends within its time limit:
+    the limit counts from the command's start (reading the input is inside it), less what
+    printing the plan takes (about 20 microseconds per pod, measured)."""
+    limit = time_limit if time_limit is not None else policy.solver.time_limit_seconds
+    printing = 0.05 + 20e-6 * (len(snapshot.members) + len(snapshot.nodes))
+    return started + limit - printing
 
 
 def load_inputs(
@@ -108,9 +149,9 @@ source_options = [
 output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
 time_limit_option = click.option(
     "--time-limit",
-    type=click.FloatRange(min=0.01),
+    type=click.FloatRange(min=0.01, max=86_400),
     default=None,
-    help="Seconds for the solver (policy solver.timeLimitSeconds by default).",
+    help="Seconds for the whole command, reading the input included (policy solver.timeLimitSeconds by default).",
 )
 
 

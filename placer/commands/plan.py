@@ -1,6 +1,7 @@
 """``redis-placer plan``: solve the placement of the pending pods and print the plan."""
 
 import sys
+import time
 from typing import cast
 
 import click
@@ -8,6 +9,7 @@ import click
 from models.plan import Mode
 from placer.commands.options import (
     StderrProgress,
+    deadline_of,
     emit,
     exit_code,
     load_inputs,
@@ -31,9 +33,15 @@ from solver.solve import SolveOptions, solve
 @time_limit_option
 @click.option(
     "--workers",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=256),
     default=None,
-    help="CP-SAT search workers (0 = one per core, at least 4).",
+    help="CP-SAT search workers (policy solver.workers; 0: one, with a deterministic budget).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**31 - 1),
+    default=None,
+    help="CP-SAT's random seed (policy solver.seed, 0 by default): the same seed, input and policy give the same plan.",
 )
 def command(
     file: str | None,
@@ -44,14 +52,22 @@ def command(
     output: str,
     time_limit: float | None,
     workers: int | None,
+    seed: int | None,
 ) -> None:
-    """Solve the placement and print the plan."""
+    """Solve the placement and print the plan (within --time-limit, reading included)."""
+    started = time.monotonic()
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
-    result = solve(
-        snapshot,
-        policy,
-        cast(Mode, mode),
-        SolveOptions(time_limit=time_limit, workers=workers, progress=StderrProgress()),
-    )
+    with StderrProgress(started) as progress:
+        result = solve(
+            snapshot,
+            policy,
+            cast(Mode, mode),
+            SolveOptions(
+                deadline=deadline_of(started, time_limit, policy, snapshot),
+                workers=workers,
+                seed=seed,
+                progress=progress,
+            ),
+        )
     emit(result, snapshot, output)
     sys.exit(exit_code(result))

@@ -77,6 +77,7 @@ def summary(plan: Plan) -> str:
     )
     lines = [
         f"status {plan.status}{' (degraded: ' + ', '.join(plan.broken_rules) + ')' if plan.degraded else ''}"
+        f"  engine {plan.engine}"
         f"  objective {plan.objective:g}  bound {plan.bound:g}  gap {plan.gap:.2%}  {plan.solve_seconds:.2f}s",
         f"placed {sum(1 for a in plan.assignments if a.action == 'place' and a.node)}"
         f"  moved {sum(1 for a in plan.assignments if a.action == 'move')}"

@@ -7,7 +7,7 @@ from typing import Literal
 from models.plan import Plan, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 
 Encode = Callable[[PlacementModel], None]
 Check = Callable[[Snapshot, Policy, Plan], list[Violation]]

@@ -8,7 +8,7 @@ exact for a single node and valid cuts for larger classes.
 
 from collections import defaultdict
 
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule, violations_of
 
 RESOURCES = ("cpu", "memory", "pods")

@@ -5,7 +5,7 @@ member. A class's average is a lower bound on its fullest node, and solver/assig
 members evenly inside a class, so the two stay close.
 """
 
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule
 
 MEMORY = 1

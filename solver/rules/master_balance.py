@@ -1,24 +1,32 @@
-"""master-balance (soft): masters spread evenly over zones and nodes.
+"""survival and master-balance (soft): masters spread over domains and over nodes.
 
-Cost = weight x (sum over Redis clusters of the most masters in one zone + masters beyond the
-first on any node). Zone counts are bounded below by ceil(M / Z) once M is known, which CP-SAT
-would otherwise have to discover.
+survival = weights.survival x the sum over Redis clusters of the most masters in one domain of
+the survive level (zone when survive is none): what one failure takes. master-balance =
+weights.masterBalance x masters beyond the first on any node. Domain counts are bounded below by
+ceil(M / D) once M is known, which CP-SAT would otherwise have to discover.
 """
 
 from collections import Counter, defaultdict
 
 from models.cluster import Role
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule
 
 
 def encode(pm: PlacementModel) -> None:
-    weight = pm.problem.policy.weights.master_balance
+    encode_survival(pm)
+    encode_stacking(pm)
+
+
+def encode_survival(pm: PlacementModel) -> None:
+    problem = pm.problem
+    weight = problem.policy.weights.survival
     if not weight:
         return
-    problem = pm.problem
+    survive = problem.policy.rules.survive
+    level = "zone" if survive == "none" else survive
     m = pm.model
-    zones = problem.zones()
+    zones = sorted(pm.domain_classes[level])
     clusters: dict[str, list[str]] = defaultdict(list)
     for shard in problem.shards.values():
         clusters[shard.cluster].append(shard.key)
@@ -26,16 +34,21 @@ def encode(pm: PlacementModel) -> None:
         shards = [problem.shards[k] for k in keys]
         groups = [g for s in shards for g in pm.shard_groups(s) if Role.MASTER in g.roles]
         fixed = Counter(
-            s.fixed_master[1].zone
+            s.fixed_master[1].domain(level)
             for s in shards
             if s.fixed_master and s.fixed_master[1] is not None
         )
         if not groups:
-            pm.add_constant("masterBalance", weight * max(fixed.values(), default=0))
+            pm.add_constant("survival", weight * max(fixed.values(), default=0))
             continue
         most = m.new_int_var(0, len(shards), f"mostMasters[{cluster}]")
+        if level == "host":
+            # A class of several nodes is several hosts: only what already runs is certain.
+            m.add(most >= max(fixed.values(), default=0))
+            pm.add_cost("survival", weight, most)
+            continue
         for zone in zones:
-            classes = pm.classes_of("zone", zone)
+            classes = pm.classes_of(level, zone)
             in_zone = fixed[zone] + sum(
                 (v for g in groups for v in pm.group_vars(g, classes, Role.MASTER)), 0
             )
@@ -49,9 +62,16 @@ def encode(pm: PlacementModel) -> None:
         for zone, count in fixed.items():
             if zone not in zones:
                 m.add(most >= count)
-        pm.add_cost("masterBalance", weight, most)
+        pm.add_cost("survival", weight, most)
 
-    # Masters beyond one per node.
+
+def encode_stacking(pm: PlacementModel) -> None:
+    """Masters beyond one per node."""
+    problem = pm.problem
+    weight = problem.policy.weights.master_balance
+    if not weight:
+        return
+    m = pm.model
     fixed_masters = Counter(
         n.name
         for member, n in problem.fixed_members

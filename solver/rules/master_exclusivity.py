@@ -1,7 +1,7 @@
 """master-exclusivity (hard): at most maxMastersPerNode masters on a node, all Redis clusters counted."""
 
 from models.cluster import Role
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule, violations_of
 
 

@@ -9,8 +9,8 @@ from collections import Counter
 
 from models.cluster import Role
 from models.policy import Level
-from solver.cpmodel import RELAXED_WEIGHT, PlacementModel
-from solver.problem import Shard
+from solver.classes.cpmodel import RELAXED_WEIGHT, PlacementModel
+from solver.classes.problem import Shard
 from solver.rules.base import Rule, violations_of
 
 

@@ -6,7 +6,7 @@ one; classes that share one host (several Node objects on a machine) are capped 
 
 from collections import Counter, defaultdict
 
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule, violations_of
 
 

@@ -4,7 +4,7 @@ A running member that stays in its node's class is kept on that very node by sol
 """
 
 from models.cluster import Role
-from solver.cpmodel import PlacementModel
+from solver.classes.cpmodel import PlacementModel
 from solver.rules.base import Rule
 
 

@@ -9,7 +9,7 @@ bound becomes "no worse than now" instead of making every placement infeasible.
 from collections import Counter, defaultdict
 
 from models.cluster import Role
-from solver.cpmodel import LinearExpr, PlacementModel
+from solver.classes.cpmodel import LinearExpr, PlacementModel
 from solver.rules.base import Rule, violations_of
 
 

@@ -18,14 +18,33 @@ from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.predicates import blocking_reason, node_accepts_new_pods
 
-MIB = 1024 * 1024
 DEFAULT_MAX_VARIABLES = 60_000
 """Above this many decision variables, each group keeps only the roomiest classes of every rack."""
+MAX_MODEL_MEMORY = 2**40
+"""Largest memory figure (in the model's unit) CP-SAT sees: products with utilisation percents
+and counts must stay exact 64-bit integers."""
 
 
-def model_units(r: Resources, *, round_up: bool) -> tuple[int, int, int]:
-    """Resources in the model's units (cpu millicores, memory MiB, pods), rounded the safe way."""
-    mem = math.ceil(r.memory / MIB) if round_up else r.memory // MIB
+def memory_unit(values: list[int]) -> tuple[int, bool]:
+    """The memory unit of one model, and whether it is exact.
+
+    The greatest common divisor of every figure the model uses (requests, allocatable, used)
+    loses nothing; only when even that leaves figures beyond MAX_MODEL_MEMORY (exabyte-sized
+    nodes) is a coarser power of two taken, rounding the safe way.
+    """
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return 1, True
+    unit = math.gcd(*positive)
+    largest = max(positive)
+    if largest // unit <= MAX_MODEL_MEMORY:
+        return unit, True
+    return 2 ** (largest.bit_length() - MAX_MODEL_MEMORY.bit_length() + 1), False
+
+
+def model_units(r: Resources, *, round_up: bool, unit: int = 1) -> tuple[int, int, int]:
+    """Resources in the model's units (cpu millicores, memory ``unit``s, pods), rounded safely."""
+    mem = -(-r.memory // unit) if round_up else r.memory // unit
     return (r.cpu, mem, r.pods)
 
 
@@ -48,7 +67,7 @@ class NodeClass:
 
     @property
     def free(self) -> tuple[int, int, int]:
-        return tuple(max(0, a - u) for a, u in zip(self.alloc, self.used, strict=True))  # type: ignore[return-value]
+        return tuple(max(0, a - u) for a, u in zip(self.alloc, self.used, strict=True))
 
 
 @dataclass
@@ -103,6 +122,8 @@ class Problem:
     fixed_members: list[tuple[Member, Node | None]]
     pruned: bool = False
     """True when candidate classes were limited: the bound is then the restricted model's."""
+    exact: bool = True
+    """Memory figures are exact in the model's unit (false only for exabyte-sized nodes)."""
 
     def zones(self) -> list[str]:
         return sorted(
@@ -180,6 +201,10 @@ def build_problem(
         types.setdefault(_constraint_signature(member.pod), member.pod)
     type_list = list(types.values())
 
+    figures = [m.pod.requests.memory for m in movable]
+    figures += [n.allocatable.memory for n in snapshot.nodes]
+    figures += [r.memory for r in load.values()]
+    unit, exact = memory_unit(figures)
     host_sizes = Counter(n.host for n in snapshot.nodes)
     classes: list[NodeClass] = []
     node_class: dict[str, int] = {}
@@ -190,8 +215,8 @@ def build_problem(
         eligible = tuple(blocking_reason(t, node) is None for t in type_list)
         if type_list and not any(eligible):
             continue
-        alloc = model_units(node.allocatable, round_up=False)
-        used = model_units(load.get(node.name, no_load), round_up=True)
+        alloc = model_units(node.allocatable, round_up=False, unit=unit)
+        used = model_units(load.get(node.name, no_load), round_up=True, unit=unit)
         host = node.host if host_sizes[node.host] > 1 else None
         key = (
             node.zone,
@@ -222,7 +247,7 @@ def build_problem(
         node_class[node.name] = cls.index
     class_eligible: dict[int, tuple[bool, ...]] = {}
     for class_key, cls in by_key.items():
-        class_eligible[cls.index] = class_key[-1]  # type: ignore[assignment]
+        class_eligible[cls.index] = class_key[-1]
     type_index = {sig: i for i, sig in enumerate(types)}
 
     # Shards and their groups.
@@ -248,7 +273,7 @@ def build_problem(
     for member in movable:
         shard = shards[member.shard_key]
         roles = _allowed_roles(member, shard, mode)
-        requests = model_units(member.pod.requests, round_up=True)
+        requests = model_units(member.pod.requests, round_up=True, unit=unit)
         sig = _constraint_signature(member.pod)
         origin = member.pod.node_name if not member.pod.pending else None
         if origin is None:
@@ -292,6 +317,7 @@ def build_problem(
     pruned = max_variables is not None and _limit_candidates(groups, classes, max_variables)
     return Problem(
         pruned=pruned,
+        exact=exact,
         snapshot=snapshot,
         policy=policy,
         mode=mode,
@@ -320,14 +346,24 @@ def _allowed_roles(member: Member, shard: Shard, mode: Mode) -> tuple[Role, ...]
     return (Role.MASTER, Role.REPLICA)
 
 
-def limit_candidates(problem: Problem, max_variables: int = DEFAULT_MAX_VARIABLES) -> Problem:
-    """``problem`` with its candidates limited as ``build_problem`` limits them by default."""
+def limit_candidates(
+    problem: Problem,
+    max_variables: int = DEFAULT_MAX_VARIABLES,
+    keep: dict[int, set[int]] | None = None,
+) -> Problem:
+    """``problem`` with its candidates limited as ``build_problem`` limits them by default;
+    ``keep`` (group -> classes) survives the limit, so a seed placement stays a solution."""
     groups = [replace(g, candidates=list(g.candidates)) for g in problem.groups]
-    pruned = _limit_candidates(groups, problem.classes, max_variables)
+    pruned = _limit_candidates(groups, problem.classes, max_variables, keep or {})
     return replace(problem, groups=groups, pruned=problem.pruned or pruned)
 
 
-def _limit_candidates(groups: list[Group], classes: list[NodeClass], max_variables: int) -> bool:
+def _limit_candidates(
+    groups: list[Group],
+    classes: list[NodeClass],
+    max_variables: int,
+    keep: dict[int, set[int]] | None = None,
+) -> bool:
     """Keep, per group and rack, the classes with the most free memory, so the model stays small.
 
     Every rack (so every zone) stays reachable, which is all the domain rules need; what is given
@@ -344,92 +380,11 @@ def _limit_candidates(groups: list[Group], classes: list[NodeClass], max_variabl
     for g in groups:
         kept: list[int] = []
         taken: dict[str, int] = {}
+        must = (keep or {}).get(g.index, set())
         for c in sorted(g.candidates, key=rank.__getitem__):
             rack = classes[c].rack
-            if taken.get(rack, 0) < per_rack or c == g.origin_class:
+            if taken.get(rack, 0) < per_rack or c == g.origin_class or c in must:
                 kept.append(c)
                 taken[rack] = taken.get(rack, 0) + 1
         g.candidates = sorted(kept)
     return True
-
-
-SMALL_BATCH_MIN_VARIABLES = 2_000
-"""Below this many decision variables the full model is already quick: no narrowing."""
-SMALL_BATCH_MAX_PODS = 600
-"""Narrowing is for the binder's batches (a few to ~100 shards); a bigger batch needs its choice."""
-
-
-NARROW_MAX_NODES_PER_RACK = 16
-"""A group's kept classes need not hold the whole batch's share of a rack: the classes are
-ranked alike for every group, so their union does. Without this cap the model grows with the
-square of the batch (55,000 variables for 200 shards, no solution within 5 s); with it, 15,000
-(docs/benchmarks.md, binder throughput)."""
-
-
-def _class_rank(
-    cls: NodeClass, requests: tuple[int, int, int], master: bool, cap: int
-) -> tuple[int, int, int, int]:
-    """Best first: master room (for groups that may hold the master), then utilisation after
-    one more member, then free memory. The same things the soft rules pay for."""
-    no_master_room = int(master and cls.fixed_masters >= cap)
-    stacked = cls.fixed_masters if master else 0
-    alloc = cls.alloc[1]
-    after = 10_000 * (cls.used[1] + requests[1]) // alloc if alloc > 0 else 10_000
-    return (no_master_room, stacked, after, -cls.free[1])
-
-
-def narrow_for_batch(
-    problem: Problem, seed_classes: dict[int, set[int]], cap: int
-) -> Problem | None:
-    """A copy of ``problem`` whose groups keep only their most promising classes, or None.
-
-    For a small batch of new shards in a large running cluster almost every class is a
-    candidate, though the answer uses a handful. Per group and rack this keeps the best-ranked
-    classes until they hold enough nodes for the whole batch's share of that rack (at most
-    ``NARROW_MAX_NODES_PER_RACK``), plus every
-    class the seed placement used (so the seed stays a solution and CP-SAT can only improve on
-    it). Every rack, hence every zone, stays reachable, which the domain rules need. Whether the
-    narrowed model still places everything is the caller's to check: it must re-solve unpruned
-    when not (see solver/solve.py).
-    """
-    if problem.mode != "place" or not problem.groups:
-        return None
-    if sum(g.size for g in problem.groups) > SMALL_BATCH_MAX_PODS:
-        return None
-    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
-    if size <= SMALL_BATCH_MIN_VARIABLES:
-        return None
-    classes = problem.classes
-    racks = {c.rack for c in classes} or {""}
-    pending = sum(g.size for g in problem.groups)
-    masters = sum(1 for s in problem.shards.values() if s.groups and s.fixed_master is None)
-    cache: dict[tuple[object, ...], list[int]] = {}
-    groups: list[Group] = []
-    for g in problem.groups:
-        master = Role.MASTER in g.roles
-        # Nodes each rack must offer: the group's own members, and room for a fair share of the
-        # batch's members of this kind (masters are few and need master room; replicas many).
-        share = masters if master and Role.REPLICA not in g.roles else pending
-        need = max(g.size, min(NARROW_MAX_NODES_PER_RACK, -(-2 * share // len(racks))))
-        key = (tuple(g.candidates), g.requests, master, need)
-        kept = cache.get(key)
-        if kept is None:
-            ranked = sorted(
-                g.candidates,
-                key=lambda c: (*_class_rank(classes[c], g.requests, master, cap), c),
-            )
-            nodes_kept: dict[str, int] = defaultdict(int)
-            kept = []
-            for c in ranked:
-                rack = classes[c].rack
-                if nodes_kept[rack] < need:
-                    kept.append(c)
-                    nodes_kept[rack] += classes[c].size
-            cache[key] = kept
-        chosen = set(kept) | (seed_classes.get(g.index, set()) & set(g.candidates))
-        if g.origin_class is not None:
-            chosen.add(g.origin_class)
-        groups.append(replace(g, candidates=sorted(chosen)))
-    if sum(len(g.candidates) * len(g.roles) for g in groups) >= size:
-        return None
-    return replace(problem, groups=groups, pruned=True)

@@ -13,7 +13,7 @@ from ortools.sat.python import cp_model
 
 from models.cluster import Role
 from models.policy import Level
-from solver.problem import Group, NodeClass, Problem, Shard
+from solver.classes.problem import Group, NodeClass, Problem, Shard
 
 LinearExpr = cp_model.LinearExprT
 RELAXED_WEIGHT = 10_000

@@ -10,9 +10,9 @@ from collections import defaultdict
 
 from models.cluster import Member, Node, Role
 from models.resources import Resources
+from solver.classes.problem import Problem
 from solver.placement import Placement
 from solver.predicates import blocking_reason
-from solver.problem import Problem
 
 
 class _FreeRoom(dict[str, Resources]):

@@ -1,0 +1,145 @@
+"""Level three: inside each rack, which node takes each member.
+
+What is left at this level is a packing: distinct hosts per shard, the master cap, cpu, memory and
+pod room, the fewest stacked masters and the lowest memory utilisation. Members go one at a time,
+masters and the largest first, each to the node its arrival leaves least utilised. For members of
+one size that is the classic earliest-finish rule, optimal for the highest utilisation; the
+racks' shares come from tables that count exactly these nodes, so a share always packs when its
+members are of one kind. A member that finds no node is reported, and its shard is repaired
+above this level.
+"""
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from models.cluster import Member, Role
+from solver.levels.rooms import CPU, MEMORY, PODS, Kind, NodeRoom, Rooms
+
+
+@dataclass
+class NodeUse:
+    """What the levels have put on the nodes so far, shared by every rack."""
+
+    rooms: Rooms
+    taken: dict[int, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    masters: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    shard_hosts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    hosting: set[int] = field(default_factory=set)
+    host_master_cap: dict[str, int] = field(default_factory=dict)
+    """With survive: host, per Redis cluster: the most of its masters one host may hold."""
+    host_masters: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+    def util_after(self, room: NodeRoom, kind: Kind) -> int:
+        return room.utilisation(self.taken[room.index][MEMORY] + kind.requests[MEMORY])
+
+    def fits(self, room: NodeRoom, kind: Kind) -> bool:
+        used, req, free = self.taken[room.index], kind.requests, room.free
+        return (
+            used[CPU] + req[CPU] <= free[CPU]
+            and used[MEMORY] + req[MEMORY] <= free[MEMORY]
+            and used[PODS] + req[PODS] <= free[PODS]
+        )
+
+    def master_room(self, room: NodeRoom) -> bool:
+        return room.masters + self.masters[room.index] < self.rooms.cap
+
+    def host_allows_master(self, room: NodeRoom, cluster: str) -> bool:
+        cap = self.host_master_cap.get(cluster)
+        return cap is None or self.host_masters[(cluster, room.host)] < cap
+
+    def take(self, room: NodeRoom, member: Member, kind: Kind, role: Role) -> None:
+        used = self.taken[room.index]
+        for r in (CPU, MEMORY, PODS):
+            used[r] += kind.requests[r]
+        if role is Role.MASTER:
+            self.masters[room.index] += 1
+            self.host_masters[(member.cluster, room.host)] += 1
+        self.shard_hosts[member.shard_key].add(room.host)
+        self.hosting.add(room.index)
+
+    def release(self, room: NodeRoom, member: Member, kind: Kind, role: Role) -> None:
+        used = self.taken[room.index]
+        for r in (CPU, MEMORY, PODS):
+            used[r] -= kind.requests[r]
+        if role is Role.MASTER:
+            self.masters[room.index] -= 1
+            self.host_masters[(member.cluster, room.host)] -= 1
+        self.shard_hosts[member.shard_key].discard(room.host)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    member: Member
+    kind: int
+    role: Role
+
+
+def _order(a: Arrival, rooms: Rooms) -> tuple[int, int, str]:
+    return (a.role is not Role.MASTER, -rooms.kinds[a.kind].requests[MEMORY], a.member.key)
+
+
+def pack(
+    use: NodeUse, nodes: list[int], arrivals: list[Arrival]
+) -> tuple[dict[str, int], list[Arrival]]:
+    """Place the arrivals on ``nodes``; returns (pod key -> room index, the ones that found none)."""
+    rooms = use.rooms
+    placed: dict[str, int] = {}
+    failed: list[Arrival] = []
+    Entry = tuple[int, int, str, int, int]
+    """(has a master already, utilisation after the arrival, node name, version, room index)."""
+    heaps: dict[tuple[int, bool], list[Entry]] = {}
+    version: dict[int, int] = defaultdict(int)
+
+    def make_entry(room: NodeRoom, kind: int, master: bool) -> Entry:
+        stacked = 1 if master and room.masters + use.masters[room.index] > 0 else 0
+        util = use.util_after(room, rooms.kinds[kind])
+        return (stacked, util, room.node.name, version[room.index], room.index)
+
+    def heap_for(kind: int, master: bool) -> list[Entry]:
+        h = heaps.get((kind, master))
+        if h is None:
+            h = [
+                make_entry(rooms.nodes[i], kind, master)
+                for i in nodes
+                if kind in rooms.nodes[i].eligible
+                and (not master or use.master_room(rooms.nodes[i]))
+            ]
+            heapq.heapify(h)
+            heaps[(kind, master)] = h
+        return h
+
+    for arrival in sorted(arrivals, key=lambda a: _order(a, rooms)):
+        kind = rooms.kinds[arrival.kind]
+        master = arrival.role is Role.MASTER
+        heap = heap_for(arrival.kind, master)
+        hosts = use.shard_hosts[arrival.member.shard_key]
+        skipped: list[Entry] = []
+        chosen: NodeRoom | None = None
+        while heap:
+            entry = heapq.heappop(heap)
+            i = entry[-1]
+            if entry[3] != version[i]:
+                continue  # stale: the node took a member since
+            room = rooms.nodes[i]
+            if (master and not use.master_room(room)) or not use.fits(room, kind):
+                continue  # nodes only fill up here: it never takes this kind again
+            if room.host in hosts or (
+                master and not use.host_allows_master(room, arrival.member.cluster)
+            ):
+                skipped.append(entry)  # this shard or cluster is there already; others may go
+                continue
+            chosen = room
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        if chosen is None:
+            failed.append(arrival)
+            continue
+        use.take(chosen, arrival.member, kind, arrival.role)
+        placed[arrival.member.key] = chosen.index
+        version[chosen.index] += 1
+        for (k, is_master), h in heaps.items():
+            if k in chosen.eligible and (not is_master or use.master_room(chosen)):
+                heapq.heappush(h, make_entry(chosen, k, is_master))
+    return placed, failed

@@ -1,0 +1,160 @@
+"""Pending shards grouped by shape: shards that are interchangeable for every rule.
+
+A batch of hundreds of new shards of one StatefulSet template is a handful of shapes, so the zone
+and rack models count shards per shape and pattern instead of deciding each shard on its own: the
+models grow with the topology, not with the batch.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from models.cluster import Member, Node, Role
+from models.snapshot import Snapshot
+from solver.levels.rooms import Kind, kind_key
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A member of the shard that stays where it runs."""
+
+    member: Member
+    node: Node
+    role: Role
+
+
+@dataclass
+class PendingShard:
+    key: str
+    cluster: str
+    pending: list[Member]
+    """Members to place, in a stable order."""
+    kinds: list[int]
+    """Kind index of each pending member."""
+    roles: list[Role | None]
+    """Role of each pending member; None: undecided (one undecided member becomes master)."""
+    fixed: list[Fixed]
+    needs_master: bool
+    """No master runs or is labelled: exactly one undecided member becomes master."""
+    size: int
+    """Members in all, fixed and pending."""
+
+
+@dataclass
+class Shape:
+    index: int
+    cluster: str
+    slots: tuple[tuple[int, Role | None], ...]
+    """(kind, role) of the pending members, sorted; role None is undecided."""
+    needs_master: bool
+    fixed: tuple[Fixed, ...]
+    shards: list[PendingShard] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.shards)
+
+    @property
+    def pods(self) -> int:
+        return len(self.slots)
+
+    @property
+    def fixed_master(self) -> Fixed | None:
+        return next((f for f in self.fixed if f.role is Role.MASTER), None)
+
+
+@dataclass
+class Shapes:
+    kinds: list[Kind]
+    shapes: list[Shape]
+    unplaceable: dict[str, str]
+    """Shard key -> why no placement can be right for it (its roles are contradictory)."""
+    stays: list[Fixed]
+    """Every managed member that stays where it runs (all clusters)."""
+
+
+def _order(member: Member) -> tuple[int, str]:
+    return (0 if member.role is Role.MASTER else 1 if member.role is None else 2, member.key)
+
+
+def build_shapes(snapshot: Snapshot, partial: bool) -> Shapes:
+    """Kinds and shapes of the pending members in place mode: every running member stays."""
+    nodes = snapshot.node_by_name
+    kind_index: dict[tuple[object, ...], int] = {}
+    kinds: list[Kind] = []
+    stays: list[Fixed] = []
+    by_shape: dict[tuple[object, ...], Shape] = {}
+    shapes: list[Shape] = []
+    unplaceable: dict[str, str] = {}
+    for shard_key, members in snapshot.shards.items():
+        fixed: list[Fixed] = []
+        pending: list[Member] = []
+        running_masters = 0
+        for m in members:
+            if m.pod.pending:
+                if not m.pod.deleting:
+                    pending.append(m)
+                continue
+            role = m.role or Role.REPLICA
+            running_masters += role is Role.MASTER
+            node = nodes.get(m.pod.node_name or "")
+            if node is not None:
+                fixed.append(Fixed(m, node, role))
+        stays.extend(fixed)
+        if not pending:
+            continue
+        labelled_masters = sum(1 for m in pending if m.role is Role.MASTER)
+        masters = running_masters + labelled_masters
+        undecided = [m for m in pending if m.role is None]
+        if masters > 1:
+            unplaceable[shard_key] = (
+                f"shard {shard_key} would have {masters} masters: its labels name more than one"
+            )
+            continue
+        if masters == 0 and not undecided:
+            unplaceable[shard_key] = (
+                f"shard {shard_key} has no master: no member is labelled master or left "
+                "for the solver to choose"
+            )
+            continue
+        needs_master = masters == 0
+        pending.sort(key=_order)
+        kind_of: list[int] = []
+        roles: list[Role | None] = []
+        for m in pending:
+            key = kind_key(m.pod)
+            k = kind_index.get(key)
+            if k is None:
+                k = kind_index[key] = len(kinds)
+                kinds.append(Kind(k, key[0], m.pod))
+            kind_of.append(k)
+            roles.append(m.role if m.role is not None else None if needs_master else Role.REPLICA)
+        shard = PendingShard(
+            key=shard_key,
+            cluster=members[0].cluster,
+            pending=pending,
+            kinds=kind_of,
+            roles=roles,
+            fixed=fixed,
+            needs_master=needs_master,
+            size=len(fixed) + len(pending),
+        )
+        slots = tuple(sorted(zip(kind_of, roles, strict=True), key=_slot_order))
+        fixed_key = tuple(sorted((f.role.value, f.node.name) for f in fixed))
+        skey = (shard.cluster, slots, needs_master, fixed_key, partial)
+        shape = by_shape.get(skey)
+        if shape is None:
+            shape = by_shape[skey] = Shape(
+                len(shapes), shard.cluster, slots, needs_master, tuple(fixed)
+            )
+            shapes.append(shape)
+        shape.shards.append(shard)
+    return Shapes(kinds=kinds, shapes=shapes, unplaceable=unplaceable, stays=stays)
+
+
+def _slot_order(slot: tuple[int, Role | None]) -> tuple[int, int]:
+    kind, role = slot
+    return (kind, 0 if role is Role.MASTER else 1 if role is None else 2)
+
+
+def slot_groups(shape: Shape) -> Counter[tuple[int, Role | None]]:
+    return Counter(shape.slots)

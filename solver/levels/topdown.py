@@ -1,0 +1,264 @@
+"""The three levels in order: zones, then racks inside each zone, then nodes inside each rack.
+
+Level one sees the whole batch and every rule that counts per zone; its optimum is the plan's
+lower bound. Each level below refines one domain at a time with the decisions above fixed, so
+the work grows with the topology. A shard a lower level cannot finish is left for the repair
+above (solver/solve.py), never half-placed.
+"""
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from models.cluster import Role
+from models.policy import LEVELS, Policy
+from models.snapshot import Snapshot
+from solver.levels.domains import LevelSolution, SolveSettings
+from solver.levels.nodes import Arrival, NodeUse, pack
+from solver.levels.racks import solve_racks
+from solver.levels.rooms import MEMORY, Rooms, build_rooms
+from solver.levels.shapes import PendingShard, Shapes, build_shapes
+from solver.levels.zones import solve_zones, zone_children
+from solver.placement import Placement
+
+Progress = Callable[[str, float, float], None]
+
+
+@dataclass
+class LevelsOptions:
+    deadline: float
+    """time.monotonic() by which the levels must be done."""
+    workers: int
+    seed: int
+    progress: Progress | None = None
+    relaxed: frozenset[str] = frozenset()
+    """Required separation levels turned into heavy penalties (relaxWhenInfeasible)."""
+
+
+@dataclass
+class LevelsResult:
+    placement: Placement
+    """Members the levels placed (role and node); failed and unplaceable shards are absent."""
+    failed: set[str]
+    """Shards a level could not finish: the repair above may still place them."""
+    unplaceable: dict[str, str]
+    """Shards no placement can make right, with why."""
+    unplaced_bound: int
+    """No placement leaves fewer pending pods unplaced (valid lower bound)."""
+    soft_bound: int
+    """The soft objective of any placement that leaves exactly ``unplaced_bound`` pods
+    unplaced is at least this (valid lower bound)."""
+    proven: bool
+    """Level one proved its optimum (its bound is tight)."""
+    zone_status: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def strengths_of(policy: Policy) -> dict[str, str]:
+    return {level: policy.rules.replica_separation.strength(level) for level in ("rack", "zone")}
+
+
+def place_by_levels(
+    snapshot: Snapshot, policy: Policy, seed: Placement | None, options: LevelsOptions
+) -> LevelsResult:
+    started = time.monotonic()
+    seconds: dict[str, float] = {}
+    shapes = build_shapes(snapshot, policy.permit.allow_partial_shards)
+    stays = [(f.member.pod, f.node, f.role) for f in shapes.stays]
+    rooms = build_rooms(snapshot, policy, stays, shapes.kinds)
+    strengths = strengths_of(policy)
+    seconds["prepare"] = time.monotonic() - started
+
+    def budget(share: float) -> float:
+        return max(0.05, (options.deadline - time.monotonic()) * share)
+
+    # Level one: zones.
+    children = zone_children(rooms)
+    zone_index = {c.name: i for i, c in enumerate(children)}
+    hint, hint_t = _zone_hint(seed, snapshot, rooms, zone_index)
+    tick = time.monotonic()
+    _, zsol = solve_zones(
+        shapes,
+        rooms,
+        policy,
+        SolveSettings(
+            time_limit=budget(0.6),
+            workers=options.workers,
+            seed=options.seed,
+            progress=options.progress,
+            phase="zones",
+            hint=hint,
+            hint_t=hint_t,
+        ),
+        strengths,
+        options.relaxed,
+    )
+    seconds["zones"] = time.monotonic() - tick
+    unplaced_bound, soft_bound = (
+        zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0)
+    )
+    soft_bound += _fixed_constants(snapshot, policy)
+
+    failed: set[str] = set(zsol.unplaced_shards)
+    by_zone: dict[str, tuple[str, Role]] = {
+        key: (children[child].name, role) for key, (child, role) in zsol.assignment.items()
+    }
+    pending = [s for shape in shapes.shapes for s in shape.shards]
+    masters_total = _masters_total(shapes, by_zone)
+
+    # Level two: racks, one zone at a time.
+    tick = time.monotonic()
+    by_rack: dict[str, tuple[str, Role]] = {}
+    zones = sorted({zone for zone, _ in by_zone.values()})
+    for i, zone in enumerate(zones):
+        shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
+        _, rsol = solve_racks(
+            zone,
+            by_zone,
+            shards,
+            shapes,
+            rooms,
+            policy,
+            SolveSettings(
+                time_limit=budget(0.5 / (len(zones) - i)),
+                workers=options.workers,
+                seed=options.seed,
+                progress=options.progress,
+                phase=f"racks of {zone}",
+            ),
+            zsol.t,
+            strengths,
+            options.relaxed,
+            masters_total,
+        )
+        failed |= rsol.unplaced_shards
+        children_of_zone = sorted({rooms.nodes[n].rack for n in rooms.by_zone.get(zone, [])})
+        for key, (child, role) in rsol.assignment.items():
+            by_rack[key] = (children_of_zone[child], role)
+    seconds["racks"] = time.monotonic() - tick
+
+    # Level three: nodes, one rack at a time.
+    tick = time.monotonic()
+    use = NodeUse(rooms)
+    for f in shapes.stays:
+        use.shard_hosts[f.member.shard_key].add(f.node.host)
+        if f.role is Role.MASTER:
+            use.host_masters[(f.member.cluster, f.node.host)] += 1
+    if policy.rules.survive == "host":
+        use.host_master_cap = {k: max(0, (n - 1) // 2) for k, n in masters_total.items()}
+    arrivals: dict[str, list[Arrival]] = defaultdict(list)
+    shard_of: dict[str, PendingShard] = {}
+    for shard in pending:
+        if shard.key in failed:
+            continue
+        for member, kind in zip(shard.pending, shard.kinds, strict=True):
+            where = by_rack.get(member.key)
+            if where is None:
+                continue
+            arrivals[where[0]].append(Arrival(member, kind, where[1]))
+            shard_of[member.key] = shard
+    placement = Placement()
+    for rack in sorted(arrivals):
+        placed, missing = pack(use, rooms.by_rack.get(rack, []), arrivals[rack])
+        for a in missing:
+            failed.add(a.member.shard_key)
+        for key, index in placed.items():
+            placement.node[key] = rooms.nodes[index].node.name
+    roles = {a.member.key: a.role for items in arrivals.values() for a in items}
+    for key in placement.node:
+        placement.role[key] = roles[key]
+    # A shard is placed whole or not at all (unless partial shards are allowed).
+    partial = policy.permit.allow_partial_shards
+    for shard in pending:
+        members = [m.key for m in shard.pending]
+        if shard.key in failed or (not partial and not all(k in placement.node for k in members)):
+            if shard.key not in failed and any(k in placement.node for k in members):
+                failed.add(shard.key)
+            for key in members:
+                placement.node.pop(key, None)
+                placement.role.pop(key, None)
+    seconds["nodes"] = time.monotonic() - tick
+    return LevelsResult(
+        placement=placement,
+        failed=failed,
+        unplaceable=shapes.unplaceable,
+        unplaced_bound=unplaced_bound,
+        soft_bound=soft_bound,
+        proven=zsol.proven,
+        zone_status=zsol.status,
+        seconds=seconds,
+    )
+
+
+def _touches(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> bool:
+    return any(by_zone.get(m.key, ("",))[0] == zone for m in shard.pending)
+
+
+def _masters_total(shapes: Shapes, by_zone: dict[str, tuple[str, Role]]) -> dict[str, int]:
+    """Per Redis cluster: masters after level one (those that stay and those it placed)."""
+    totals: Counter[str] = Counter(f.member.cluster for f in shapes.stays if f.role is Role.MASTER)
+    for shape in shapes.shapes:
+        for shard in shape.shards:
+            for m in shard.pending:
+                where = by_zone.get(m.key)
+                if where is not None and where[1] is Role.MASTER:
+                    totals[shard.cluster] += 1
+    return dict(totals)
+
+
+def _zone_hint(
+    seed: Placement | None, snapshot: Snapshot, rooms: Rooms, zone_index: dict[str, int]
+) -> tuple[dict[str, tuple[int, Role]] | None, int | None]:
+    """The seed placement as level one's start: each member's zone, and the seed's ceiling."""
+    if seed is None:
+        return None, None
+    nodes = snapshot.node_by_name
+    by_name = {r.node.name: r for r in rooms.nodes}
+    hint: dict[str, tuple[int, Role]] = {}
+    extra: Counter[str] = Counter()
+    members = {m.key: m for m in snapshot.pending}
+    for key, name in seed.node.items():
+        member = members.get(key)
+        node = nodes.get(name)
+        if member is None or node is None or node.zone not in zone_index:
+            continue
+        hint[key] = (zone_index[node.zone], seed.role.get(key, Role.REPLICA))
+        extra[name] += member.pod.requests.memory
+    ceiling = rooms.floor
+    for name, memory in extra.items():
+        room = by_name.get(name)
+        if room is not None:
+            ceiling = max(ceiling, room.utilisation(memory))
+    return hint, min(ceiling, rooms.ceiling)
+
+
+def _fixed_constants(snapshot: Snapshot, policy: Policy) -> int:
+    """Soft costs of the members that stay that no level sees: pairs of them sharing a domain
+    (preferred separation) and masters stacked beyond the first on a node."""
+    weights = policy.weights
+    nodes = snapshot.node_by_name
+    total = 0
+    masters_on: Counter[str] = Counter()
+    for members in snapshot.shards.values():
+        running = [(m, nodes[m.pod.node_name]) for m in members if m.pod.node_name in nodes]
+        masters = [(m, n) for m, n in running if m.role is Role.MASTER]
+        for _, n in masters:
+            masters_on[n.name] += 1
+        if len(masters) != 1:
+            continue
+        _, master_node = masters[0]
+        for level in LEVELS:
+            if level == "host" or policy.rules.replica_separation.strength(level) != "preferred":
+                continue
+            shared = sum(
+                1
+                for m, n in running
+                if m.role is not Role.MASTER and n.domain(level) == master_node.domain(level)
+            )
+            total += weights.separation(level) * shared
+    total += weights.master_balance * sum(max(0, n - 1) for n in masters_on.values())
+    return total
+
+
+__all__ = ["MEMORY", "LevelSolution", "LevelsOptions", "LevelsResult", "place_by_levels"]

@@ -1,0 +1,105 @@
+"""Level one: which zone holds each pending shard's master and replicas.
+
+Zone capacity, master room, survive at the zone level, zone separation and the survival cost are
+all counts at this level, so its optimum is a true lower bound for them; the utilisation ceiling
+``t`` chosen here is the load-balance target the racks and nodes below work to.
+"""
+
+from collections import Counter
+
+from models.cluster import Role
+from models.policy import Policy
+from solver.levels.domains import (
+    Bundle,
+    Child,
+    LevelSolution,
+    LevelSpec,
+    SolveSettings,
+    Stay,
+    solve_level,
+)
+from solver.levels.rooms import Rooms
+from solver.levels.shapes import Shapes
+
+
+def zone_children(rooms: Rooms) -> list[Child]:
+    """Zones with a node that accepts new members, each with its racks that do."""
+    children = []
+    for zone in sorted(rooms.by_zone):
+        nodes = tuple(rooms.by_zone[zone])
+        racks = {rooms.nodes[i].rack for i in nodes}
+        children.append(Child(zone, nodes, len(racks)))
+    return children
+
+
+def zone_spec(
+    shapes: Shapes,
+    rooms: Rooms,
+    policy: Policy,
+    strengths: dict[str, str],
+    relaxed: frozenset[str],
+) -> LevelSpec:
+    children = zone_children(rooms)
+    index = {c.name: i for i, c in enumerate(children)}
+    bundles: list[Bundle] = []
+    for shape in shapes.shapes:
+        for shard in shape.shards:
+            stays = tuple(
+                Stay(
+                    child=index.get(f.node.zone or ""),
+                    role=f.role,
+                    host=f.node.host,
+                    sub_domain=f.node.rack,
+                )
+                for f in shard.fixed
+            )
+            bundles.append(
+                Bundle(
+                    shard=shard,
+                    members=shard.pending,
+                    kinds=shard.kinds,
+                    roles=shard.roles,
+                    needs_master=shard.needs_master,
+                    stays=stays,
+                    whole=True,
+                )
+            )
+    fixed: dict[str, Counter[int | None]] = {}
+    outside: dict[str, Counter[str]] = {}
+    per_rack: dict[str, Counter[str]] = {}
+    for f in shapes.stays:
+        if f.role is not Role.MASTER:
+            continue
+        cluster = f.member.cluster
+        zone = f.node.zone or ""
+        child = index.get(zone)
+        fixed.setdefault(cluster, Counter())[child] += 1
+        if child is None:  # a zone without room for new members still holds masters that count
+            outside.setdefault(cluster, Counter())[zone] += 1
+        per_rack.setdefault(cluster, Counter())[f.node.rack] += 1
+    return LevelSpec(
+        level="zone",
+        children=children,
+        bundles=bundles,
+        fixed_masters=fixed,
+        fixed_outside_max={k: max(v.values()) for k, v in outside.items()},
+        fixed_sub_masters={k: max(v.values()) for k, v in per_rack.items()},
+        masters_total=None,
+        t_low=rooms.floor,
+        partial=policy.permit.allow_partial_shards,
+        sub_level="rack",
+        strengths=strengths,
+        relaxed=relaxed,
+    )
+
+
+def solve_zones(
+    shapes: Shapes,
+    rooms: Rooms,
+    policy: Policy,
+    settings: SolveSettings,
+    strengths: dict[str, str],
+    relaxed: frozenset[str] = frozenset(),
+) -> tuple[LevelSpec, LevelSolution]:
+    spec = zone_spec(shapes, rooms, policy, strengths, relaxed)
+    return spec, solve_level(spec, rooms, policy, settings)
