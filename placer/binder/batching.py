@@ -60,6 +60,14 @@ class BatchSizer:
         wanted = max(wanted, self.floor_pods)
         return max(self.min_pods, min(self.max_pods, self.ceiling_pods, wanted))
 
+    def most(self, budget: float | None) -> int:
+        """The largest batch for a backlog: what the solver has handled well, and what it gets
+        through in most of its ``budget`` at its measured speed."""
+        most = min(self.max_pods, self.ceiling_pods)
+        if budget is not None:
+            most = min(most, int(0.8 * budget / max(self.seconds_per_pod, 1e-6)))
+        return max(self.min_pods, most)
+
     def observe(
         self,
         pods: int,

@@ -318,6 +318,11 @@ class Binder:
         if self.enforcer.backlog_pods >= wanted:
             return report  # a whole batch still waits for the enforcer; its outcomes wake us
         self._window_opened = None
+        if keeps_busy and ready_pods > wanted:
+            # The solver is behind: more shards wait than a batch of the target time holds.
+            # Fewer, larger batches drain them sooner (each solve has a fixed cost), as large
+            # as the solver has handled well and gets through in most of its budget.
+            wanted = max(wanted, self.sizer.most(self._budget()))
         batch: list[str] = []
         count = 0
         for shard in ready:
