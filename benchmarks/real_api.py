@@ -389,6 +389,8 @@ class RunResult:
     nodes: int
     pods: int
     bound: int
+    created_seconds: float
+    """From the first create to the last create returning."""
     seconds: float
     pods_per_second: float
     first_bind: float
@@ -516,6 +518,7 @@ def run_placer(
         nodes=args.nodes,
         pods=total,
         bound=len(bound_at),
+        created_seconds=created_s,
         seconds=seconds,
         pods_per_second=len(bound_at) / seconds if seconds > 0 else 0.0,
         first_bind=(min(bound_at.values()) - started) if bound_at else float("nan"),
@@ -655,7 +658,8 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
         "nodes",
         "pods",
         "bound",
-        "s",
+        "created in s",
+        "last bind at s",
         "pods/s",
         "first bind s",
         "shard p50 s",
@@ -677,6 +681,7 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
                 f"{r.nodes:,}",
                 f"{r.pods:,}",
                 f"{r.bound:,}",
+                f"{r.created_seconds:.1f}",
                 f"{r.seconds:.1f}",
                 f"{r.pods_per_second:.1f}",
                 f"{r.first_bind:.2f}",
