@@ -274,30 +274,15 @@ def test_background_writes_slow_down_while_bindings_are_in_flight() -> None:
 def test_batch_size_follows_the_solver_speed() -> None:
     sizer = BatchSizer(target_seconds=1.0, max_pods=600)
     assert sizer.pods == 500  # the first guess: 2 ms a pod
-    sizer.observe(100, 1.0, "OPTIMAL", budget=5.0)  # 10 ms a pod at 64-127 pods
+    sizer.observe(100, 1.0, "OPTIMAL", budget=5.0)  # 10 ms a pod
     assert sizer.pods == 100
     sizer.observe(100, 0.5, "FEASIBLE", budget=5.0)  # 5 ms: halfway there
-    assert sizer.speeds == {6: 0.0075} and sizer.pods == int(1.0 / 0.0075)
+    assert sizer.pods == int(1.0 / 0.0075)
     for _ in range(5):
-        sizer.observe(500, 0.05, "OPTIMAL", budget=5.0)  # 0.1 ms a pod at 256-511 pods
+        sizer.observe(1000, 0.1, "OPTIMAL", budget=5.0)  # 0.1 ms a pod
     assert sizer.pods == 600  # capped
     with pytest.raises(ValueError):
         BatchSizer(target_seconds=0)
-
-
-def test_each_batch_size_has_its_own_speed() -> None:
-    """A solver slow on medium batches and fast on large ones (another path): one average
-    would keep the batches medium; per size, the backlog finds the large ones."""
-    sizer = BatchSizer(target_seconds=0.5, max_pods=600, seconds_per_pod=0.02)
-    assert sizer.pods == 25
-    sizer.observe(24, 3.5, "OPTIMAL", budget=5.0)  # 16-31 pods: 0.15 s a pod
-    sizer.observe(40, 3.5, "OPTIMAL", budget=5.0)  # 32-63 pods: 0.09 s a pod
-    assert sizer.pods == 5
-    backlog = sizer.most(5.0)
-    assert 64 <= backlog <= 127  # the next size up, not measured yet, is tried
-    sizer.observe(backlog, 0.4, "OPTIMAL", budget=5.0)
-    assert sizer.pods >= 100  # now known fast: even a batch for the target time is large
-    assert sizer.most(5.0) >= 128
 
 
 def test_a_solve_out_of_budget_sizes_by_the_answer_it_got() -> None:
@@ -307,26 +292,17 @@ def test_a_solve_out_of_budget_sizes_by_the_answer_it_got() -> None:
     assert sizer.pods == 100
     # A good answer at the budget: the next batch costs the budget anyway, so no smaller.
     sizer.observe(200, 5.1, "FEASIBLE", budget=5.0, objective=100, bound=97)
-    assert sizer.pods == 200 and sizer.speeds == {6: 0.01}
+    assert sizer.pods == 200 and sizer.seconds_per_pod == 0.01
     # Nothing of CP-SAT's own, or far from the bound: too large for the budget, halve.
     sizer.observe(200, 5.2, "UNKNOWN", budget=5.0)
-    assert sizer.pods == 100 and sizer.most(5.0) <= 100
+    assert sizer.pods == 100
     sizer.observe(100, 5.0, "FEASIBLE", budget=5.0, objective=1000, bound=200)
-    assert sizer.pods == 50 and sizer.most(5.0) <= 50
-    # Solved within the budget again: the limit grows back, twice the batch at a time.
+    assert sizer.pods == 50
+    # Solved within the budget again: speed decides, and the limit grows back.
     sizer.observe(50, 0.25, "OPTIMAL", budget=5.0)
-    assert sizer.largest == 100
-
-
-def test_a_backlog_gets_batches_as_large_as_fit_in_most_of_the_budget() -> None:
-    sizer = BatchSizer(target_seconds=0.5, max_pods=600)
-    for size in (3, 7, 15, 31, 63, 127, 255):
-        sizer.observe(size, size * 0.02, "OPTIMAL", budget=5.0)  # 20 ms a pod at any size
-    assert sizer.pods == 25
-    assert sizer.most(None) == 511  # no budget (greedy): the next size up, whole
-    assert sizer.most(5.0) == 400  # 256-511 pods, not measured: tried at half the cost
-    sizer.observe(400, 5.2, "FEASIBLE", budget=5.0, objective=1000, bound=800)
-    assert sizer.most(5.0) == 200  # it ran out of budget: 80% of the budget at 20 ms a pod
+    assert sizer.pods == 100  # twice the last good batch at most, then the average
+    sizer.observe(100, 0.5, "OPTIMAL", budget=5.0)
+    assert sizer.seconds_per_pod == 0.00625 and sizer.pods == 160  # below the limit of 200
 
 
 # -- pipelining ------------------------------------------------------------------------------
@@ -523,3 +499,13 @@ def test_a_placed_pod_drops_its_still_queued_waiting_event() -> None:
         ("q", "WaitingForShard"),
         ("p", "Scheduled"),
     ]
+
+
+def test_a_backlog_gets_batches_as_large_as_the_solver_handles_in_its_budget() -> None:
+    sizer = BatchSizer(target_seconds=0.5, max_pods=600)
+    sizer.observe(30, 0.6, "OPTIMAL", budget=5.0)  # 20 ms a pod
+    assert sizer.pods == 25
+    assert sizer.most(5.0) == 200  # 80% of the budget at that speed
+    assert sizer.most(None) == 600  # no budget (greedy): up to the largest batch
+    sizer.observe(100, 5.2, "UNKNOWN", budget=5.0)
+    assert sizer.most(5.0) == 50
