@@ -504,8 +504,8 @@ def test_a_placed_pod_drops_its_still_queued_waiting_event() -> None:
 def test_a_backlog_gets_batches_as_large_as_the_solver_handles_in_its_budget() -> None:
     sizer = BatchSizer(target_seconds=0.5, max_pods=600)
     sizer.observe(30, 0.6, "OPTIMAL", budget=5.0)  # 20 ms a pod
-    assert sizer.pods == 25
-    assert sizer.most(5.0) == 200  # 80% of the budget at that speed
-    assert sizer.most(None) == 600  # no budget (greedy): up to the largest batch
-    sizer.observe(100, 5.2, "UNKNOWN", budget=5.0)
-    assert sizer.most(5.0) == 50
+    assert sizer.pods == 25 and sizer.most == 600
+    sizer.observe(600, 5.2, "UNKNOWN", budget=5.0)  # nothing of CP-SAT's own: too large
+    assert sizer.most == 300
+    sizer.observe(300, 3.0, "OPTIMAL", budget=5.0)  # in time again: the limit grows back
+    assert sizer.most == 600

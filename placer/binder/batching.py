@@ -60,13 +60,15 @@ class BatchSizer:
         wanted = max(wanted, self.floor_pods)
         return max(self.min_pods, min(self.max_pods, self.ceiling_pods, wanted))
 
-    def most(self, budget: float | None) -> int:
-        """The largest batch for a backlog: what the solver has handled well, and what it gets
-        through in most of its ``budget`` at its measured speed."""
-        most = min(self.max_pods, self.ceiling_pods)
-        if budget is not None:
-            most = min(most, int(0.8 * budget / max(self.seconds_per_pod, 1e-6)))
-        return max(self.min_pods, most)
+    @property
+    def most(self) -> int:
+        """The batch for a backlog: as large as the solver has handled well in its budget.
+
+        Not sized by the average speed: that comes from batches sized for the target time,
+        and a solve's cost is rarely linear in its batch (a fixed cost per call, another path
+        for large batches). A solve takes at most its budget, and a poor answer at the budget
+        halves this, so a backlog costs at most a solve per budget, in few solves."""
+        return max(self.min_pods, min(self.max_pods, self.ceiling_pods))
 
     def observe(
         self,

@@ -321,8 +321,8 @@ class Binder:
         if keeps_busy and ready_pods > wanted:
             # The solver is behind: more shards wait than a batch of the target time holds.
             # Fewer, larger batches drain them sooner (each solve has a fixed cost), as large
-            # as the solver has handled well and gets through in most of its budget.
-            wanted = max(wanted, self.sizer.most(self._budget()))
+            # as the solver has handled well in its budget.
+            wanted = max(wanted, self.sizer.most)
         batch: list[str] = []
         count = 0
         for shard in ready:
