@@ -1,14 +1,24 @@
 """Benchmark: CP-SAT and the greedy baseline side by side on generated clusters.
 
-    python -m benchmarks.run [--sizes small,medium,...] [--time-limit S] [--workers N]
+    python -m benchmarks.run [--sizes small,batch,...] [--survive none,zone] [--time-limit S]
+                             [--workers N] [--cli]
 
-Prints one table: nodes, pods, wall time, status, objective, bound, gap, hard violations (from the
-independent checker), unplaced pods, and replicas sharing a zone with their master.
+Prints one table row per case and solver: nodes, pending pods, wall seconds, status, engine,
+objective, bound, gap, hard violations and unplaced pods (both from the independent checker),
+replicas sharing a zone with their master. With ``--cli`` each case also runs the real command
+(``redis-placer plan -f DUMP -o json``) in a child process and reports its wall time, from start
+to printed plan, and its peak memory.
 """
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from models.cluster import Role
 from models.kube_objects import build_snapshot, flatten
@@ -20,6 +30,12 @@ from solver.check import check_plan, evaluate_objective, final_placement
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
 
+TIGHT = {
+    "zone_shares": (0.5, 0.3, 0.2),
+    "node_sizes": (("8", "32Gi"), ("16", "64Gi")),
+    "redis_sizes": (("2", "12Gi"),),
+}
+
 
 @dataclass(frozen=True)
 class Case:
@@ -28,17 +44,40 @@ class Case:
     pending_shards: int
     running_shards: int
     time_limit: float
+    shape: dict[str, Any] = field(default_factory=dict)
 
 
 CASES = {
     "tiny": Case("12 nodes / 4 shards", 12, 4, 0, 10),
-    "small": Case("100 nodes / 100x3 pods", 100, 100, 0, 10),
+    "small": Case("100 nodes / 300 pods", 100, 100, 0, 10),
     "medium": Case("500 nodes / 1,000 pods", 500, 333, 0, 10),
+    "batch": Case("1,000 nodes / 600 shards x 3", 1000, 600, 0, 10),
     "large": Case("1,000 nodes / 3,000 pods", 1000, 1000, 0, 10),
     "xlarge": Case("5,000 nodes / 15,000 pods", 5000, 5000, 0, 60),
     "add-one": Case("1 shard into 5,000 nodes / 15,000 running", 5000, 1, 5000, 10),
     "add-batch": Case("100 shards into 5,000 nodes / 15,000 running", 5000, 100, 5000, 10),
+    "tight": Case("300 nodes, zones 50/30/20, 12Gi pods / 250 shards", 300, 250, 0, 10, TIGHT),
+    "tighter": Case("300 nodes, zones 50/30/20, 12Gi pods / 400 shards", 300, 400, 0, 10, TIGHT),
+    "clusters": Case(
+        "2,000 nodes / 2,000 shards of 3 Redis clusters", 2000, 2000, 0, 10, {"clusters": 3}
+    ),
 }
+HEADERS = [
+    "case",
+    "survive",
+    "solver",
+    "nodes",
+    "pending",
+    "seconds",
+    "status",
+    "engine",
+    "objective",
+    "bound",
+    "gap",
+    "hard",
+    "unplaced",
+    "zone-shared",
+]
 
 
 def zone_sharing(snapshot: Snapshot, plan: Plan) -> int:
@@ -60,82 +99,120 @@ def zone_sharing(snapshot: Snapshot, plan: Plan) -> int:
 
 
 def row(
-    name: str, snapshot: Snapshot, policy: Policy, plan: Plan, seconds: float, solver: str
+    case: Case,
+    survive: str,
+    snapshot: Snapshot,
+    policy: Policy,
+    plan: Plan,
+    seconds: float,
+    solver: str,
 ) -> list[str]:
     hard = sum(1 for v in check_plan(snapshot, policy, plan) if v.severity == "hard")
     objective = evaluate_objective(snapshot, policy, plan)["total"]
-    bound = f"{plan.bound:g}" if solver == "cp-sat" else "-"
-    gap = f"{plan.gap:.2%}" if solver == "cp-sat" else "-"
+    ours = solver == "cp-sat"
     return [
-        name,
+        case.name,
+        survive,
         solver,
         str(len(snapshot.nodes)),
         str(len(snapshot.pending)),
         f"{seconds:.2f}",
-        plan.status,
+        plan.status if ours else "-",
+        plan.engine if ours else "-",
         f"{objective:g}",
-        bound,
-        gap,
+        f"{plan.bound:g}" if ours else "-",
+        f"{plan.gap:.2%}" if ours else "-",
         str(hard),
         str(len(plan.unplaced)),
         str(zone_sharing(snapshot, plan)),
     ]
 
 
+def cli_run(
+    document: dict[str, Any], policy: Policy, time_limit: float
+) -> tuple[float, float, str]:
+    """The real command on the case's dump: (wall seconds, peak RSS in MiB, status)."""
+    with tempfile.TemporaryDirectory() as folder:
+        dump = os.path.join(folder, "dump.json")
+        with open(dump, "w") as f:
+            json.dump(document, f)
+        policy_file = os.path.join(folder, "policy.json")
+        with open(policy_file, "w") as f:
+            json.dump(policy.model_dump(mode="json", by_alias=True), f)
+        command = [
+            sys.executable,
+            "-m",
+            "placer.cli",
+            "plan",
+            "-f",
+            dump,
+            "-p",
+            policy_file,
+            "-o",
+            "json",
+            "--time-limit",
+            str(time_limit),
+        ]
+        # A wrapper process measures its one child: wall time and peak resident memory.
+        wrapper = (
+            "import resource, subprocess, sys, time\n"
+            "t = time.monotonic()\n"
+            "done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n"
+            "wall = time.monotonic() - t\n"
+            "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+            "sys.stderr.write(f'{wall} {peak}\\n')\n"
+            "sys.stdout.write(done.stdout.decode())\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=False
+        )
+        wall_text, peak_text = done.stderr.strip().splitlines()[-1].split()
+        wall, peak = float(wall_text), int(peak_text) / 1024
+    try:
+        status = json.loads(done.stdout)["status"]
+    except (ValueError, KeyError):
+        status = f"exit {done.returncode}"
+    return wall, peak, status
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="tiny,small,medium,large")
+    parser.add_argument("--sizes", default="tiny,small,medium,batch,large")
+    parser.add_argument("--survive", default="none,zone")
     parser.add_argument("--time-limit", type=float, default=None)
-    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--cli", action="store_true", help="also time the real command")
     args = parser.parse_args()
-    policy = Policy()
-    headers = [
-        "case",
-        "solver",
-        "nodes",
-        "pending",
-        "seconds",
-        "status",
-        "objective",
-        "bound",
-        "gap",
-        "hard",
-        "unplaced",
-        "zone-shared",
-    ]
-    print(" | ".join(headers))
-    print(" | ".join("---" for _ in headers))
+    print(" | ".join([*HEADERS, *(["command s", "peak MiB"] if args.cli else [])]))
+    print(" | ".join("---" for _ in HEADERS + (["", ""] if args.cli else [])))
     for key in args.sizes.split(","):
         case = CASES[key]
-        snapshot = build_snapshot(
-            flatten(
-                [
-                    generate_cluster(
-                        case.nodes, case.pending_shards, running_shards=case.running_shards, seed=7
-                    )
-                ]
-            ),
-            policy,
-        )
-        started = time.monotonic()
-        plan = solve(
-            snapshot,
-            policy,
-            "place",
-            SolveOptions(time_limit=args.time_limit or case.time_limit, workers=args.workers),
-        )
-        solver_seconds = time.monotonic() - started
-        print(
-            " | ".join(row(case.name, snapshot, policy, plan, solver_seconds, "cp-sat")), flush=True
-        )
-        started = time.monotonic()
-        baseline = greedy_plan(snapshot, policy)
-        print(
-            " | ".join(
-                row(case.name, snapshot, policy, baseline, time.monotonic() - started, "greedy")
-            ),
-            flush=True,
-        )
+        for survive in args.survive.split(","):
+            policy = Policy.model_validate({"rules": {"survive": survive}})
+            document = generate_cluster(
+                case.nodes,
+                case.pending_shards,
+                running_shards=case.running_shards,
+                seed=7,
+                **case.shape,
+            )
+            snapshot = build_snapshot(flatten([document]), policy)
+            limit = args.time_limit or case.time_limit
+            started = time.monotonic()
+            plan = solve(
+                snapshot, policy, "place", SolveOptions(time_limit=limit, workers=args.workers)
+            )
+            ours = row(case, survive, snapshot, policy, plan, time.monotonic() - started, "cp-sat")
+            if args.cli:
+                wall, peak, status = cli_run(document, policy, limit)
+                ours += [f"{wall:.2f} ({status})", f"{peak:.0f}"]
+            print(" | ".join(ours), flush=True)
+            started = time.monotonic()
+            baseline = greedy_plan(snapshot, policy)
+            theirs = row(
+                case, survive, snapshot, policy, baseline, time.monotonic() - started, "greedy"
+            )
+            print(" | ".join(theirs + (["", ""] if args.cli else [])), flush=True)
 
 
 if __name__ == "__main__":

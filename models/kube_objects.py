@@ -5,6 +5,7 @@ nothing is silently merged or dropped.
 """
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -23,7 +24,7 @@ from models.cluster import (
 )
 from models.errors import InputError
 from models.policy import Policy
-from models.quantity import QuantityError, cpu_millis, memory_bytes
+from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
 from models.resources import Resources
 from models.snapshot import Issue, Snapshot
 
@@ -33,7 +34,11 @@ ROLE_ANNOTATION = "redis-placer.io/role"
 annotations, or the pin). A pod's role label, when it has one, comes first."""
 BATCH_ANNOTATION = "redis-placer.io/batch"
 """Which of the binder's solves placed the pod (the ``batch=`` of its log lines)."""
+SINGLE_ZONE = "(one zone)"
+"""The zone of every node when the policy names no zone label (``topology.zone: ""``). Label
+values cannot hold spaces or parentheses, so it never meets a real zone."""
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_POSITIVE = re.compile(r"[1-9][0-9]*", re.ASCII)
 _ROLE_ALIASES = {
     "master": Role.MASTER,
     "primary": Role.MASTER,
@@ -54,12 +59,59 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
     try:
         if stripped.startswith("{") or stripped.startswith("["):
             docs = [json.loads(text)]
+        elif _nested_too_deeply(text):
+            raise RecursionError
         else:
             docs = list(yaml.load_all(text, Loader=_Loader))
+        return flatten(docs, source)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         detail = str(exc).replace("\n", " ")
         raise InputError(f"not valid YAML or JSON: {detail}", obj=source) from None
-    return flatten(docs, source)
+    except RecursionError:
+        raise InputError("nested too deeply to be a Kubernetes object dump", obj=source) from None
+
+
+MAX_DEPTH = 500
+"""Nesting that a dump may reach. Kubernetes objects nest a few dozen levels; libyaml's loader
+recurses in C and crashes the process on a document nested tens of thousands deep, so such a
+document is refused before it is loaded (JSON's decoder stops at Python's recursion limit)."""
+_FLOW = re.compile(r"[\[\]{}]")
+_DEEP_LINE = re.compile(r"^[ \t?:-]{120}", re.MULTILINE)
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _nested_too_deeply(text: str) -> bool:
+    """Whether the YAML nests deeper than ``MAX_DEPTH``, read from parser events (no recursion).
+
+    Depth is at most the open flow brackets plus twice a line's indentation and indicators, so
+    text whose bound stays low (every real dump) skips the event pass.
+    """
+    if not _maybe_deep(text):
+        return False
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+    return False
+
+
+def _maybe_deep(text: str) -> bool:
+    if _DEEP_LINE.search(text):
+        return True
+    balance = 0
+    for bracket in _FLOW.finditer(text):
+        if bracket.group() in "[{":
+            balance += 1
+            if balance > MAX_DEPTH // 2:
+                return True
+        elif balance:
+            balance -= 1
+    return False
 
 
 def flatten(docs: Iterable[Any], source: str = "input") -> list[dict[str, Any]]:
@@ -93,28 +145,98 @@ def _name_of(obj: Mapping[str, Any]) -> str:
     return f"{kind.lower()} {ns}/{name}" if ns else f"{kind.lower()} {name}"
 
 
-def _resources(raw: Mapping[str, Any] | None, where: str, field: str) -> Resources:
-    raw = raw or {}
-    try:
-        cpu = cpu_millis(raw["cpu"]) if "cpu" in raw else 0
-        memory = memory_bytes(raw["memory"]) if "memory" in raw else 0
-        pods = memory_bytes(raw["pods"]) if "pods" in raw else 0
-    except QuantityError as exc:
-        raise InputError(str(exc), obj=where, field=field) from None
-    return Resources(cpu=cpu, memory=memory, pods=pods)
+_AMOUNTS = {"cpu": cpu_millis, "memory": memory_bytes, "pods": whole_count}
+"""The resources the rules count, each in the unit it is counted in."""
+
+
+def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
+    """The counted resources present in ``raw``; every quantity there is held to Kubernetes' rules.
+
+    Kubernetes rejects a malformed or negative quantity in requests, limits, overhead and a
+    node's allocatable alike, so a dump holding one was not read from a cluster: it is an error
+    naming the exact field, never a value guessed at.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(
+            "must be a mapping of resource names to quantities", obj=where, field=field
+        )
+    amounts: dict[str, int] = {}
+    for name, value in raw.items():
+        at = f"{field}.{name}"
+        try:
+            if parse_quantity(value) < 0:
+                raise InputError(
+                    f"{value!r} is negative: Kubernetes accepts no negative quantity",
+                    obj=where,
+                    field=at,
+                )
+            convert = _AMOUNTS.get(str(name))
+            if convert is not None:
+                amounts[str(name)] = convert(value)
+        except QuantityError as exc:
+            raise InputError(str(exc), obj=where, field=at) from None
+    return amounts
+
+
+def _resources(raw: object, where: str, field: str) -> Resources:
+    return Resources(**_amounts(raw, where, field))
 
 
 def _container_requests(container: Mapping[str, Any], where: str, field: str) -> Resources:
     res = container.get("resources") or {}
-    limits = res.get("limits") or {}
-    requests = dict(limits)  # Kubernetes defaults requests to limits
-    requests.update(res.get("requests") or {})
-    requests.pop("pods", None)
-    return _resources(requests, where, field)
+    if not isinstance(res, Mapping):
+        raise InputError("must be a mapping (limits, requests)", obj=where, field=field)
+    limits = _amounts(res.get("limits"), where, f"{field}.limits")
+    requests = _amounts(res.get("requests"), where, f"{field}.requests")
+    effective = {**limits, **requests}  # Kubernetes defaults requests to limits
+    effective.pop("pods", None)
+    return Resources(**effective)
+
+
+_REQUESTS: dict[object, Resources] = {}
+"""Effective requests by the parts of a pod spec they come from: the pods of one StatefulSet
+repeat the same few, and a large dump has tens of thousands of pods."""
+_REQUESTS_LIMIT = 4096
+
+
+def _frozen(value: object) -> object:
+    """A hashable copy of decoded JSON (dicts as sorted item tuples, lists as tuples)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
-    """Effective requests: sum of containers and sidecars, at least each init container, plus overhead."""
+    """Effective requests: sum of containers and sidecars, at least each init container, plus
+    overhead. Remembered per distinct spec once it parsed without error."""
+    try:
+        key = (
+            tuple(
+                (_frozen(c.get("resources")), c.get("restartPolicy"))
+                for c in spec.get("containers") or []
+            ),
+            tuple(
+                (_frozen(c.get("resources")), c.get("restartPolicy"))
+                for c in spec.get("initContainers") or []
+            ),
+            _frozen(spec.get("overhead")),
+        )
+        known = _REQUESTS.get(key)
+    except (TypeError, AttributeError):  # unhashable or malformed: parse it, and say where
+        key, known = None, None
+    if known is not None:
+        return known
+    result = _pod_requests(spec, where)
+    if key is not None and len(_REQUESTS) < _REQUESTS_LIMIT:
+        _REQUESTS[key] = result
+    return result
+
+
+def _pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
     total = Resources()
     for i, c in enumerate(spec.get("containers") or []):
         total = total + _container_requests(c, where, f"spec.containers[{i}].resources")
@@ -221,6 +343,8 @@ def _parsed(parse: Any, obj: Mapping[str, Any], *args: Any) -> Any:
         ) from None
     except (AttributeError, TypeError, KeyError, ValueError) as exc:
         raise InputError(f"malformed object ({exc})", obj=_name_of(obj)) from None
+    except RecursionError:
+        raise InputError("nested too deeply to be a Kubernetes object", obj=_name_of(obj)) from None
 
 
 def _ready(status: Mapping[str, Any]) -> bool:
@@ -253,13 +377,11 @@ def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> N
     if raw_alloc and "pods" not in raw_alloc:
         allocatable = Resources(cpu=allocatable.cpu, memory=allocatable.memory, pods=110)
     topo = policy.topology
-    zone = labels.get(topo.zone) if topo.zone else None
-    rack = labels.get(topo.rack) if topo.rack else None
+    zone = labels.get(topo.zone) or None if topo.zone else SINGLE_ZONE
+    rack = labels.get(topo.rack) or None if topo.rack else None
     if rack is None:
         rack = f"{zone if zone is not None else '?'}/*"
-    host = labels.get(topo.host) if topo.host else None
-    if host is None:
-        host = name
+    host = (labels.get(topo.host) if topo.host else None) or name
     return Node(
         name=name,
         labels=labels,
@@ -376,8 +498,16 @@ def build_snapshot(
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     statefulset_replicas: dict[tuple[str, str], int] = {}
-    for obj in objects:
+    for position, obj in enumerate(objects, 1):
         kind = obj.get("kind")
+        if not kind:
+            meta = obj.get("metadata")
+            named = _name_of(obj) if isinstance(meta, Mapping) and meta.get("name") else ""
+            raise InputError(
+                "is missing: every object in a dump names its kind (Node, Pod, ...)",
+                obj=named or f"object #{position}",
+                field="kind",
+            )
         if kind == "Node":
             node = (
                 cache.node(obj, policy, issues)
@@ -400,8 +530,9 @@ def build_snapshot(
                     (str(meta.get("namespace") or "default"), str(meta.get("name")))
                 ] = replicas
 
-    nodes = _resolve_missing_domains(nodes, policy, issues)
+    _report_missing_domains(nodes, policy, issues)
     members: list[Member] = []
+    size_source: dict[str, str] = {}
     others: list[Pod] = []
     keys = policy.labels
     for pod in pods.values():
@@ -450,8 +581,9 @@ def build_snapshot(
         size: int | None = None
         raw_size = pod.annotations.get(SHARD_SIZE_ANNOTATION)
         if raw_size is not None:
-            if raw_size.isdigit() and int(raw_size) >= 1:
+            if _POSITIVE.fullmatch(raw_size):
                 size = int(raw_size)
+                size_source[pod.key] = f"annotation {SHARD_SIZE_ANNOTATION}"
             else:
                 issues.append(
                     Issue(
@@ -461,6 +593,7 @@ def build_snapshot(
                 )
         elif pod.owner_kind == "StatefulSet" and pod.owner_name:
             size = statefulset_replicas.get((pod.namespace, pod.owner_name))
+            size_source[pod.key] = f"statefulset {pod.namespace}/{pod.owner_name} spec.replicas"
         cluster_key = f"{pod.namespace}/{cluster_label}"
         members.append(
             cache.member(pod, cluster_key, str(shard_label), role, size)
@@ -479,13 +612,59 @@ def build_snapshot(
             )
 
     members, skipped = _valid_shards(members, issues)
+    _report_shard_sizes(members, size_source, issues)
     others.extend(m.pod for m in skipped if not m.pod.pending)
     return Snapshot(
         nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
         members=tuple(sorted(members, key=lambda m: m.key)),
         other_pods=tuple(sorted(others, key=lambda p: p.key)),
         issues=tuple(issues),
+        skipped_members=tuple(sorted(skipped, key=lambda m: m.key)),
     )
+
+
+def _report_shard_sizes(
+    members: list[Member], size_source: Mapping[str, str], issues: list[Issue]
+) -> None:
+    """A shard whose members disagree on its size is an error; one short of (or beyond) the size
+    it expects is odd but usable, and said as a warning."""
+    by_shard: dict[str, list[Member]] = {}
+    for m in members:
+        if not m.pod.deleting:
+            by_shard.setdefault(m.shard_key, []).append(m)
+    for shard_key, group in sorted(by_shard.items()):
+        sized = {m.shard_size: m for m in group if m.shard_size is not None}
+        if not sized:
+            continue
+        if len(sized) > 1:
+            said = ", ".join(
+                f"{size} ({size_source.get(m.key, 'size')} of pod {m.key})"
+                for size, m in sorted(sized.items())
+            )
+            issues.append(
+                Issue(object=f"shard {shard_key}", message=f"members disagree on its size: {said}")
+            )
+            continue
+        size, first = next(iter(sized.items()))
+        source = size_source.get(first.key, "its size")
+        present = len(group)
+        if present < size:
+            issues.append(
+                Issue(
+                    object=f"shard {shard_key}",
+                    message=f"{present} of {size} members present ({source} says {size}): "
+                    "the shard is running short",
+                    severity="warning",
+                )
+            )
+        elif present > size:
+            issues.append(
+                Issue(
+                    object=f"shard {shard_key}",
+                    message=f"{present} members present, more than the {size} that {source} says",
+                    severity="warning",
+                )
+            )
 
 
 def _valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Member], list[Member]]:
@@ -513,31 +692,32 @@ def _valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Memb
     return kept, skipped
 
 
-def _resolve_missing_domains(
-    nodes: dict[str, Node], policy: Policy, issues: list[Issue]
-) -> dict[str, Node]:
-    """A node missing a topology label is reported, never merged into another domain silently.
+def _report_missing_domains(nodes: dict[str, Node], policy: Policy, issues: list[Issue]) -> None:
+    """A node missing a topology label (or holding an empty one) is reported, never merged into
+    another domain silently.
 
-    A cluster with no zone (or rack) labels at all is one zone (one rack per zone) and says so once.
-    A single node without a zone label takes no new managed pod; without a rack label, it counts as
-    sharing a rack with its whole zone, which is the cautious reading (a rack lies inside its zone).
+    A node without a zone label takes no new managed pod; when no node has one, nothing can be
+    placed at all, which is an error that names the label. A node without a rack label counts
+    as sharing a rack with its whole zone, the cautious reading (a rack lies inside its zone);
+    a cluster with no rack labels at all says so once.
     """
     topo = policy.topology
-    labelled_zone = (
-        any(n.labels.get(topo.zone) is not None for n in nodes.values()) if topo.zone else False
-    )
-    labelled_rack = (
-        any(n.labels.get(topo.rack) is not None for n in nodes.values()) if topo.rack else False
-    )
-    if nodes and not labelled_zone:
+    if not nodes:
+        return
+    if topo.zone and all(node.zone is None for node in nodes.values()):
         issues.append(
             Issue(
                 object="cluster",
-                message=f"no node has the zone label {topo.zone!r}: all nodes count as one zone",
-                severity="warning",
+                message=f"every node lacks the zone label {topo.zone!r} (policy topology.zone): "
+                "a node without it takes no new Redis pod; label each node with its zone, or, "
+                'for a cluster in one zone, set topology.zone to "" and '
+                "rules.replicaSeparation.zone to ignore",
             )
         )
-    if nodes and not labelled_rack and policy.level_in_use("rack"):
+        return
+    rack_in_use = bool(topo.rack) and policy.level_in_use("rack")
+    labelled_rack = rack_in_use and any(n.labels.get(topo.rack) for n in nodes.values())
+    if rack_in_use and not labelled_rack:
         issues.append(
             Issue(
                 object="cluster",
@@ -545,32 +725,26 @@ def _resolve_missing_domains(
                 severity="warning",
             )
         )
-    resolved: dict[str, Node] = {}
-    for name, node in nodes.items():
-        if not labelled_zone:
-            node = node.model_copy(
-                update={"zone": "", "rack": node.labels.get(topo.rack, "/*") if topo.rack else "/*"}
-            )
-        elif node.zone is None:
+    for name, node in sorted(nodes.items()):
+        if node.zone is None:
             issues.append(
                 Issue(
                     object=f"node {name}",
-                    message=f"label {topo.zone!r} (zone) is missing: the node takes no new managed pod",
+                    message=f"label {topo.zone!r} (zone) is {_missing_or_empty(node, topo.zone)}: "
+                    "the node takes no new managed pod",
                     severity="warning",
                 )
             )
-        elif (
-            labelled_rack
-            and topo.rack
-            and node.labels.get(topo.rack) is None
-            and policy.level_in_use("rack")
-        ):
+        elif labelled_rack and not node.labels.get(topo.rack):
             issues.append(
                 Issue(
                     object=f"node {name}",
-                    message=f"label {topo.rack!r} (rack) is missing: counted as one rack with its whole zone",
+                    message=f"label {topo.rack!r} (rack) is {_missing_or_empty(node, topo.rack)}: "
+                    "counted as one rack with its whole zone",
                     severity="warning",
                 )
             )
-        resolved[name] = node
-    return resolved
+
+
+def _missing_or_empty(node: Node, key: str) -> str:
+    return "empty" if key in node.labels else "missing"

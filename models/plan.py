@@ -72,8 +72,9 @@ class Plan(Wire):
     objective: float = 0
     bound: float = 0
     gap: float = 0
-    unplaced_bound: int = 0
-    """No plan leaves fewer of the placeable pending pods unplaced (proven lower bound)."""
+    unplaced_bound: int | None = None
+    """No plan leaves fewer of the placeable pending pods unplaced (proven lower bound); None
+    when nothing is proven."""
     solve_seconds: float = 0.0
     assignments: list[Assignment] = []
     failovers: list[Failover] = []
@@ -86,6 +87,9 @@ class Plan(Wire):
     worst_domain_loss: list[DomainLoss] = []
     skipped: list[SkippedInput] = []
     objective_terms: dict[str, float] = {}
+    warnings: list[str] = []
+    """Odd but usable input and risks no rule covers (a Redis cluster with fewer than 3
+    masters), in words; the command line also prints them on stderr."""
 
     @property
     def hard_violations(self) -> list[Violation]:

@@ -85,8 +85,8 @@ class SolverOptions(Wire):
 
 
 class Permit(Wire):
-    wait_seconds: float = Field(default=30.0, ge=0)
-    batch_window_seconds: float = Field(default=1.0, ge=0)
+    wait_seconds: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    batch_window_seconds: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     allow_partial_shards: bool = False
 
 

@@ -24,6 +24,10 @@ class Snapshot(Value):
     other_pods: tuple[Pod, ...] = ()
     """Bound pods that are not managed Redis pods: they consume node capacity."""
     issues: tuple[Issue, ...] = ()
+    skipped_members: tuple[Member, ...] = ()
+    """Members of shards left out because their roles contradict (two masters, a running pod
+    without a role): never planned (their running pods are in ``other_pods`` as load), but
+    judged by the audit, which must see a shard running two masters."""
 
     @cached_property
     def node_by_name(self) -> dict[str, Node]:
@@ -37,10 +41,11 @@ class Snapshot(Value):
             grouped.setdefault(member.shard_key, []).append(member)
         return grouped
 
-    @property
+    @cached_property
     def pending(self) -> list[Member]:
+        """Cached: every solve asks several times, and a large cluster has thousands."""
         return [m for m in self.members if m.pod.pending]
 
-    @property
+    @cached_property
     def running(self) -> list[Member]:
         return [m for m in self.members if not m.pod.pending]

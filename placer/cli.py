@@ -1,24 +1,36 @@
 """The ``redis-placer`` command line: one group, each command in the module of its use.
 
-``plan``, ``audit`` and ``demo`` (on demand) live in ``placer/commands/``, ``binder`` in
+``plan``, ``audit``, ``demo``, ``policy``, ``drill``, ``headroom`` and ``pdbs`` (on demand) live in
+``placer/commands/``, ``binder`` in
 ``placer/binder/`` and ``rebalance`` in ``placer/rebalance/``. A command's module is imported
 only when the command is named (or listed), so ``--help`` of one never loads the others.
 """
 
 from importlib import import_module
+from typing import Any
 
 import click
 
 COMMANDS = {
     "plan": "placer.commands.plan",
+    "policy": "placer.commands.policy",
     "audit": "placer.commands.audit",
     "demo": "placer.commands.demo",
+    "drill": "placer.commands.drill",
+    "headroom": "placer.commands.headroom",
+    "pdbs": "placer.commands.pdbs",
     "binder": "placer.binder.command",
     "rebalance": "placer.rebalance.command",
 }
 
 
 class _Commands(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Through the one error path that every command shares (placer.commands.options)."""
+        from placer.commands.options import run_main
+
+        return run_main(super().main, *args, **kwargs)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -34,6 +46,12 @@ class _Commands(click.Group):
 @click.version_option(package_name="redis-placer")
 def main() -> None:
     """Place Redis Cluster shards on Kubernetes with a constraint solver (OR-tools CP-SAT)."""
+
+
+def kubectl_main() -> None:
+    """``kubectl redis-placer ...``: kubectl runs the ``kubectl-redis_placer`` executable on the
+    PATH for it (its plugin convention), and help and errors name the command as typed."""
+    main(prog_name="kubectl redis-placer", complete_var="_KUBECTL_REDIS_PLACER_COMPLETE")
 
 
 if __name__ == "__main__":  # python -m placer.cli, as the console script does

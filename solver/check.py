@@ -315,7 +315,10 @@ def _check_capacity(snapshot: Snapshot, finals: list[FinalMember]) -> list[Viola
 def _violation(
     rule: str, severity: Severity, pods: list[str], nodes: list[str], message: str
 ) -> Violation:
-    return Violation(rule=rule, severity=severity, pods=pods, nodes=nodes, message=message)
+    # Built without validation: a large running cluster has thousands, from checked values.
+    return Violation.model_construct(
+        rule=rule, severity=severity, pods=pods, nodes=nodes, message=message
+    )
 
 
 def _check_shard_spread(view: _View) -> list[Violation]:
@@ -401,6 +404,8 @@ def _separation_pairs(
     pairs = []
     for master, master_node, members in masters:
         master_domain = master_node.domain(level)
+        if master_domain is None:
+            continue  # no zone label: nothing is known to share its zone
         for f in members:
             if f.role is not Role.REPLICA or f.node is None:
                 continue
@@ -562,7 +567,8 @@ def _check_survive(policy: Policy, view: _View) -> list[Violation]:
                 "hard",
                 pods,
                 sorted({n.name for _, n in loss.members}),
-                f"losing {level} {loss.domain} leaves {'; '.join(parts)}",
+                f"losing {level} {loss.domain if loss.domain is not None else '(no label)'} "
+                f"leaves {'; '.join(parts)}",
             )
         )
     return violations
@@ -727,13 +733,75 @@ def keep_plan(snapshot: Snapshot) -> Plan:
     return Plan(status="FEASIBLE", assignments=assignments, unplaced=unplaced)
 
 
-def audit(snapshot: Snapshot, policy: Policy) -> list[Violation]:
-    """The violations of the placement as it runs now, plus members at risk on a bad node."""
-    nodes = snapshot.node_by_name
+def audit(snapshot: Snapshot, policy: Policy, plan: Plan | None = None) -> list[Violation]:
+    """The violations of the placement as it runs now (or as ``plan`` leaves it), plus members
+    at risk on a bad node and everything ``standing_violations`` adds."""
+    judged = plan if plan is not None else keep_plan(snapshot)
+    view = _View(snapshot, judged)
+    return [*_at_risk(view), *_violations(policy, view), *_standing(snapshot, view)]
+
+
+def standing_violations(snapshot: Snapshot, plan: Plan) -> list[Violation]:
+    """Hard problems of the cluster that ``check_plan`` (which judges what a plan changes) misses.
+
+    * A member the plan leaves on a node with a ``NoExecute`` taint it does not tolerate: the
+      kubelet evicts it. (A ``NoSchedule`` taint added after binding leaves it running.)
+    * A shard left out of planning that runs two masters (``Snapshot.skipped_members``): two
+      Redis masters for one slot range.
+    """
+    return _standing(snapshot, _View(snapshot, plan))
+
+
+def _standing(snapshot: Snapshot, view: _View) -> list[Violation]:
+    violations = []
+    for f, node in view.alive:
+        if f.arrives:
+            continue  # fits judges it where it arrives
+        evicting = [t for t in untolerated_taints(f.member.pod, node) if t.effect == "NoExecute"]
+        if evicting:
+            violations.append(
+                _violation(
+                    "fits",
+                    "hard",
+                    [f.key],
+                    [node.name],
+                    f"{f.key} runs on {node.name}, whose taint "
+                    f"{', '.join(_taint_text(t) for t in evicting)} it does not tolerate: "
+                    "the node evicts it (NoExecute)",
+                )
+            )
+    return [*violations, *_two_running_masters(snapshot)]
+
+
+def _two_running_masters(snapshot: Snapshot) -> list[Violation]:
+    masters: dict[str, list[Member]] = defaultdict(list)
+    for m in snapshot.skipped_members:
+        if m.role is Role.MASTER and not m.pod.pending and not m.pod.deleting:
+            masters[m.shard_key].append(m)
+    return [
+        _violation(
+            "shard-roles",
+            "hard",
+            sorted(m.key for m in running),
+            sorted({m.pod.node_name for m in running if m.pod.node_name}),
+            f"shard {shard} runs {len(running)} masters "
+            f"({', '.join(f'{m.key} on {m.pod.node_name}' for m in sorted(running, key=lambda m: m.key))}): "
+            "one slot range has one master; fail one over or fix its role label",
+        )
+        for shard, running in sorted(masters.items())
+        if len(running) > 1
+    ]
+
+
+def _at_risk(view: _View) -> list[Violation]:
+    """Members that stay on a node that is gone, not Ready, unschedulable or newly tainted:
+    still running, but nothing could be placed there again."""
+    nodes = view.snapshot.node_by_name
     at_risk = []
-    for m in snapshot.running:
-        name = m.pod.node_name
-        assert name is not None
+    for f in view.finals:
+        name = f.node
+        if name is None or f.arrives or f.member.pod.pending:
+            continue
         node = nodes.get(name)
         if node is None:
             problem = "is not in the snapshot"
@@ -742,11 +810,47 @@ def audit(snapshot: Snapshot, policy: Policy) -> list[Violation]:
         elif node.unschedulable:
             problem = "is unschedulable"
         else:
-            continue
+            blocking = [
+                t for t in untolerated_taints(f.member.pod, node) if t.effect == "NoSchedule"
+            ]
+            if not blocking:
+                continue
+            problem = (
+                f"is tainted {', '.join(_taint_text(t) for t in blocking)}, which it does not "
+                "tolerate: Kubernetes leaves it running (NoSchedule keeps new pods off), but it "
+                "could not be placed there again"
+            )
         at_risk.append(
-            _violation("fits", "soft", [m.key], [name], f"{m.key} runs on a node that {problem}")
+            _violation("fits", "soft", [f.key], [name], f"{f.key} runs on a node that {problem}")
         )
-    return [*at_risk, *check_plan(snapshot, policy, keep_plan(snapshot))]
+    return at_risk
+
+
+def master_quorum_warnings(snapshot: Snapshot, policy: Policy) -> list[str]:
+    """Redis clusters too small to fail over on their own: one master per shard, and promoting a
+    replica takes a majority of masters, so fewer than 3 masters cannot survive losing one."""
+    shards: dict[str, set[str]] = defaultdict(set)
+    for m in (*snapshot.members, *snapshot.skipped_members):
+        shards[m.cluster].add(m.shard_key)
+    warnings = []
+    level = policy.rules.survive
+    for cluster, keys in sorted(shards.items()):
+        n = len(keys)
+        if n >= 3:
+            continue
+        text = (
+            f"Redis cluster {cluster} has {n} shard{'s' if n != 1 else ''}, so {n} "
+            f"master{'s' if n != 1 else ''}: "
+            "Redis Cluster needs at least 3 masters to fail over on its own (a replica is "
+            "promoted only by a majority of masters)"
+        )
+        if level != "none":
+            text += (
+                f"; with survive: {level}, {n} master{'s' if n != 1 else ''} can never keep a "
+                "majority after losing one"
+            )
+        warnings.append(text)
+    return warnings
 
 
 # --------------------------------------------------------------------------- objective

@@ -1,19 +1,33 @@
-"""Why pods cannot be placed, in words.
+"""Why pods cannot be placed, in words, one reason per shard.
 
-Two levels, like kube-scheduler's messages: a pod no node accepts at all gets the filter summary
-("0/12 nodes: 4 not Ready, 8 insufficient memory"); shards that fit alone but not together get the
-rules CP-SAT finds in conflict, from an unsatisfiable core over per-rule assumption literals.
+In order, the first that holds: the shard's roles contradict each other; it needs more distinct
+hosts than accept its pods; survive asks for what its Redis cluster cannot have (three masters
+at least, in three domains); a pod no node accepts at all gets kube-scheduler's filter tally
+("0/12 nodes are available: 4 node not Ready, 8 insufficient memory"); shards that fit alone but
+not together get the rules CP-SAT finds in conflict, from an unsatisfiable core over per-rule
+assumption literals.
 """
 
-from collections import Counter
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 
 from ortools.sat.python import cp_model
 
-from models.cluster import Member
+from models.cluster import Member, Role
+from models.policy import Policy
 from models.resources import Resources
+from models.snapshot import Snapshot
 from solver.classes.cpmodel import PlacementModel, build_variables
-from solver.classes.problem import Problem
-from solver.predicates import blocking_reason
+from solver.classes.problem import Group, Problem, build_problem
+from solver.predicates import blocking_reason, node_accepts_new_pods
+
+GENERIC = (
+    "not placed: no room left that keeps every hard rule once the other shards of the batch "
+    "are placed"
+)
+EXPLAIN_LIMIT = 20_000
+"""Class-model size (candidate classes over groups) up to which a conflict is explained."""
 
 
 def filter_summary(problem: Problem, member: Member) -> str:
@@ -80,3 +94,137 @@ def explain_conflict(
         return [f"{', '.join(w[len('place shard ') :] for w in wanted)}: cannot all be placed"]
     who = ", ".join(w[len("place shard ") :] for w in wanted) or "the pending shards"
     return [f"{who}: cannot be placed together; these rules conflict: " + "; ".join(rules)]
+
+
+def _masters_possible(snapshot: Snapshot) -> Counter[str]:
+    """Per Redis cluster: how many masters it can have, one per shard that has or gets one."""
+    out: Counter[str] = Counter()
+    for members in snapshot.shards.values():
+        running = any(m.role is Role.MASTER and not m.pod.pending for m in members)
+        pending = any(m.pod.pending and m.role in (Role.MASTER, None) for m in members)
+        if running or pending:
+            out[members[0].cluster] += 1
+    return out
+
+
+def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
+    """A reason no placement of the batch could overcome, or None."""
+    members = snapshot.shards[shard]
+    pending = [m for m in members if m.pod.pending and not m.pod.deleting]
+    nodes = snapshot.node_by_name
+    fixed_hosts = {nodes[m.pod.node_name].host for m in members if m.pod.node_name in nodes}
+    probe = pending[0]
+    hosts = {n.host for n in snapshot.nodes if blocking_reason(probe.pod, n) is None}
+    size = len(fixed_hosts) + len(pending)
+    if size > len(hosts | fixed_hosts):
+        return (
+            f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
+            f"of a shard never share one); {len(hosts | fixed_hosts)} hosts accept its pods"
+        )
+    level = policy.rules.survive
+    if level == "none":
+        return None
+    if size < 2:
+        return (
+            f"shard {shard} has 1 member: survive: {level} needs a member left after losing "
+            f"any one {level}, so two members at least"
+        )
+    cluster = members[0].cluster
+    masters = _masters_possible(snapshot)[cluster]
+    if masters < 3:
+        word = "master" if masters == 1 else "masters"
+        return (
+            f"Redis cluster {cluster} has {masters} {word} at most: {masters} {word} can never "
+            f"keep a majority after losing one; survive: {level} needs at least 3 masters "
+            "(Redis Cluster needs 3 to fail over on its own)"
+        )
+    domains = {
+        n.domain(level)
+        for n in snapshot.nodes
+        if node_accepts_new_pods(n) and blocking_reason(probe.pod, n) is None
+    }
+    if len(domains) < 3:
+        return (
+            f"survive: {level} needs the masters of {cluster} in at least 3 {level}s (losing "
+            f"one must leave a majority); {len(domains)} {level}s accept its pods"
+        )
+    return None
+
+
+def unplaced_reasons(
+    snapshot: Snapshot,
+    policy: Policy,
+    missing: Iterable[Member],
+    unplaceable: dict[str, str],
+    encode_rules: list[Callable[..., None]],
+    deadline: float | None,
+    proven_most: int | None = None,
+) -> tuple[dict[str, str], list[str]]:
+    """(pod key -> why it is not placed, the conflict explanation if one was found).
+
+    ``deadline`` None skips the conflict explanation (it solves a model of its own).
+    ``proven_most``: the solver proved no plan places more pending pods than this; shards left
+    out for room then say so rather than solve a conflict model.
+    """
+    by_shard: dict[str, list[Member]] = defaultdict(list)
+    for member in missing:
+        by_shard[member.shard_key].append(member)
+    reasons: dict[str, str] = {}
+    problem: Problem | None = None
+    group_of: dict[str, Group] = {}
+    conflict: list[str] = []
+    for shard, members in sorted(by_shard.items()):
+        live = [m for m in members if not m.pod.deleting]
+        if not live:
+            continue
+        if shard in unplaceable:
+            reasons[shard] = unplaceable[shard]
+            continue
+        structural = _structural(snapshot, policy, shard)
+        if structural is not None:
+            reasons[shard] = structural
+            continue
+        if problem is None:
+            problem = build_problem(snapshot, policy, "place", max_variables=None)
+            group_of = {m.key: g for g in problem.groups for m in g.members}
+        without = next(
+            (m for m in live if m.key in group_of and not group_of[m.key].candidates), None
+        )
+        if without is not None:
+            reasons[shard] = f"{without.key}: {filter_summary(problem, without)}"
+        else:
+            conflict.append(shard)
+    explanation: list[str] = []
+    if conflict and problem is not None and deadline is not None:
+        size = sum(len(g.candidates) for g in problem.groups)
+        remaining = deadline - time.monotonic()
+        if size <= EXPLAIN_LIMIT and remaining > 0.1:
+            placed = [k for k in problem.shards if k not in conflict and k not in reasons]
+            explanation = explain_conflict(
+                problem, conflict + placed, encode_rules, max(0.2, min(2.0, remaining))
+            )
+            if explanation and explanation[0].startswith("the shards fit one at a time"):
+                explanation = []  # no core within the time: say what is proven instead
+    fallback = GENERIC
+    if proven_most is not None:
+        pending = sum(1 for m in snapshot.pending if not m.pod.deleting)
+        fallback = (
+            f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
+            "under every hard rule (proven by the solver), and this shard is among those left out"
+        )
+        if not explanation:
+            explanation = [fallback]
+    for shard in conflict:
+        named = [line for line in explanation if _names(line, shard)]
+        reasons[shard] = named[0] if named else fallback
+    out: dict[str, str] = {}
+    for shard, members in by_shard.items():
+        for m in members:
+            out[m.key] = "pod is being deleted" if m.pod.deleting else reasons.get(shard, GENERIC)
+    return out, explanation
+
+
+def _names(line: str, shard: str) -> bool:
+    """Whether an explanation line names the shard (as a whole word, not a prefix of another)."""
+    head = line.split(":", 1)[0] if ": " in line else line
+    return shard in [part.strip() for part in head.split(",")]

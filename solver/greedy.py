@@ -80,18 +80,22 @@ class _Cluster:
             _add(used, node.name, m.pod.requests)
             self._count(m, node, role or Role.REPLICA, placing)
         self.free = _Room(nodes, used)
-        # Per rack, nodes by free memory: every node for replicas, and for masters only the
-        # nodes below the master cap, so a master does not wade through every node that has one.
-        self.racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
-        self.master_racks: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+        # Per zone and per rack, nodes by free memory: every node for replicas, and for masters
+        # only the nodes below the master cap, so a master does not wade through every node that
+        # has one. A pod looks at one heap per zone (and its master's rack), not every node.
+        Heaps = dict[str, list[tuple[int, str, int]]]
+        self.racks: Heaps = defaultdict(list)
+        self.zones: Heaps = defaultdict(list)
+        self.master_zones: Heaps = defaultdict(list)
         for n in snapshot.nodes:
             if node_accepts_new_pods(n):
                 total = used.get(n.name)
-                free_memory = n.allocatable.memory - (total[1] if total else 0)
-                self.racks[n.rack].append((-free_memory, n.name, 0))
+                entry = (-(n.allocatable.memory - (total[1] if total else 0)), n.name, 0)
+                self.racks[n.rack].append(entry)
+                self.zones[n.zone or ""].append(entry)
                 if self.masters[n.name] < self.cap:
-                    self.master_racks[n.rack].append((-free_memory, n.name, 0))
-        for heaps in (self.racks, self.master_racks):
+                    self.master_zones[n.zone or ""].append(entry)
+        for heaps in (self.racks, self.zones, self.master_zones):
             for heap in heaps.values():
                 heapq.heapify(heap)
 
@@ -112,9 +116,16 @@ class _Cluster:
             else:
                 self.hosts_of_shard[m.shard_key].discard(node.host)
 
-    def best_in_rack(self, rack: str, member: Member, role: Role, rules: "_Rules") -> Node | None:
-        """The node with the most free memory in the rack that passes the filter."""
-        heap = (self.master_racks if role is Role.MASTER else self.racks)[rack]
+    def best_in(
+        self,
+        heap: list[tuple[int, str, int]],
+        member: Member,
+        role: Role,
+        rules: "_Rules",
+        avoid_rack: str | None = None,
+    ) -> Node | None:
+        """The node with the most free memory in the heap that passes the filter (and is not in
+        ``avoid_rack``); ties go to the first name."""
         skipped: list[tuple[int, str, int]] = []
         found: Node | None = None
         while heap:
@@ -126,6 +137,8 @@ class _Cluster:
             if self.free[name].memory < member.pod.requests.memory:
                 break  # sorted by free memory: nothing further fits
             node = self.snapshot.node_by_name[name]
+            if node.rack == avoid_rack:
+                continue
             if self._passes(node, member, role) and rules.allows(node, member, role):
                 found = node
                 break
@@ -156,8 +169,9 @@ class _Cluster:
         self.version[node.name] += 1
         entry = (-self.free[node.name].memory, node.name, self.version[node.name])
         heapq.heappush(self.racks[node.rack], entry)
+        heapq.heappush(self.zones[node.zone or ""], entry)
         if self.masters[node.name] < self.cap:
-            heapq.heappush(self.master_racks[node.rack], entry)
+            heapq.heappush(self.master_zones[node.zone or ""], entry)
 
 
 class _Rules:
@@ -165,7 +179,8 @@ class _Rules:
 
     def __init__(self, state: _Cluster, policy: Policy, masters_total: dict[str, int]) -> None:
         self.state = state
-        self.separation = policy.rules.replica_separation
+        separation = policy.rules.replica_separation
+        self.required = [lvl for lvl in ("rack", "zone") if separation.strength(lvl) == "required"]
         self.survive = policy.rules.survive
         self.masters_total = masters_total
         self.master_node: dict[str, Node | None] = {}
@@ -175,10 +190,8 @@ class _Rules:
         shard = member.shard_key
         master = self.master_node.get(shard)
         if role is Role.REPLICA and master is not None:
-            for level in ("rack", "zone"):
-                if self.separation.strength(level) == "required" and node.domain(
-                    level
-                ) == master.domain(level):
+            for level in self.required:
+                if node.domain(level) == master.domain(level):
                     return False
         if self.survive == "none":
             return True
@@ -263,7 +276,9 @@ def greedy_placement(
             placement.node[member.key] = node.name
             placement.role[member.key] = role
     if policy.rules.survive != "none":
-        _keep_majorities(snapshot, policy, placement, set(todo))
+        # Every pending shard placed here is new, whether greedy or ``start`` placed it.
+        placed_now = {m.shard_key for m in snapshot.pending if m.key in placement.node}
+        _keep_majorities(snapshot, policy, placement, placed_now)
     return placement
 
 
@@ -320,25 +335,26 @@ def _keep_majorities(
 
 
 def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
+    """The filter's best node: for a replica another zone than its master's (score 100), else its
+    master's zone but another rack (70), else its rack (30); within a score the most free
+    memory, then the first name."""
     master = rules.master_node.get(member.shard_key)
-    best: tuple[int, int, str] | None = None
-    best_node: Node | None = None
-    for rack in state.racks:
-        node = state.best_in_rack(rack, member, role, rules)
+    heaps = state.master_zones if role is Role.MASTER else state.zones
+    if role is Role.REPLICA and master is not None:
+        away = [h for zone, h in heaps.items() if zone != (master.zone or "")]
+        node = _most_free(state, [state.best_in(h, member, role, rules) for h in away])
         if node is None:
-            continue
-        score = 0
-        if role is Role.REPLICA and master is not None:
-            if node.zone != master.zone:
-                score = 100
-            elif node.rack != master.rack:
-                score = 70
-            else:
-                score = 30
-        key = (score, state.free[node.name].memory, node.name)
-        if best is None or key[:2] > best[:2] or (key[:2] == best[:2] and key[2] < best[2]):
-            best, best_node = key, node
-    return best_node
+            home = heaps.get(master.zone or "", [])
+            node = state.best_in(home, member, role, rules, avoid_rack=master.rack)
+        if node is None:
+            node = state.best_in(state.racks.get(master.rack, []), member, role, rules)
+        return node
+    return _most_free(state, [state.best_in(h, member, role, rules) for h in heaps.values()])
+
+
+def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:
+    found = [n for n in nodes if n is not None]
+    return min(found, key=lambda n: (-state.free[n.name].memory, n.name), default=None)
 
 
 def greedy_plan(snapshot: Snapshot, policy: Policy) -> Plan:

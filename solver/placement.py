@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 
 from models.cluster import Member, Role
-from models.plan import Assignment, Failover, Mode, Plan, SkippedInput, Status, Unplaced
+from models.plan import Action, Assignment, Failover, Mode, Plan, SkippedInput, Status, Unplaced
 from models.snapshot import Snapshot
 
 
@@ -37,14 +37,16 @@ def to_plan(snapshot: Snapshot, placement: Placement, mode: Mode, status: Status
         if given is Role.MASTER and current is not None:
             targets.add(member.shard_key)
         from_node = None
+        action: Action
         if current is None:
             action = "place"
         elif node is not None and node != current:
             action, from_node = "move", current
         else:
             action, node = "keep", current
+        # Built without validation: every field comes from parsed, validated members.
         assignments.append(
-            Assignment(
+            Assignment.model_construct(
                 pod=key,
                 node=node,
                 role=role.value,

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from models.cluster import Role
-from models.plan import Engine, Mode, Plan, Status
+from models.plan import Engine, Mode, Plan, Status, Unplaced
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
-from solver.classes.problem import build_problem, limit_candidates
-from solver.explain import explain_conflict, filter_summary
+from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
+from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
@@ -127,56 +127,99 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     seed = options.seed if options.seed is not None else policy.solver.seed
     report = options.progress or (lambda *_: None)
 
-    report("greedy", None, None)
-    baseline = _baseline(snapshot, policy, mode)
-    candidates = [_Candidate("greedy", baseline)]
+    def judge(candidate: _Candidate) -> _Candidate:
+        for other in candidates:
+            if (
+                other.verdict is not None
+                and other.placement.node == candidate.placement.node
+                and (other.placement.role == candidate.placement.role)
+            ):
+                candidate.plan, candidate.verdict = other.plan, other.verdict
+                return candidate
+        placement = candidate.placement
+        for m in snapshot.pending:
+            if m.key not in placement.node:
+                placement.unplaced.setdefault(m.key, "not placed")
+        candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
+        candidate.verdict = assess(snapshot, policy, candidate.plan)
+        return candidate
+
+    candidates: list[_Candidate] = []
     bounds = _Bounds()
     unplaceable: dict[str, str] = {}
     if mode == "place":
+        report("levels", None, None)
         levels = place_by_levels(
             snapshot,
             policy,
-            baseline if options.hint else None,
+            None,
             LevelsOptions(work_until, workers, seed, _level_progress(report)),
         )
         unplaceable = levels.unplaceable
-        candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
         bounds = _level_bounds(snapshot, levels)
-        relaxed = _relaxable(policy)
-        first = candidates[-1].placement
-        if (
-            relaxed
-            and _leaves_pending(snapshot, first, unplaceable)
-            and time.monotonic() < work_until
-        ):
-            report("relaxing required separation", None, None)
-            retry = place_by_levels(
-                snapshot,
-                policy,
-                first,
-                LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
-            )
-            candidates.append(_Candidate("cp-sat", _repaired(snapshot, policy, retry), True))
-        exact = _exact_classes(snapshot, policy, candidates, work_until, workers, seed, options)
-        if exact is not None:
-            candidate, class_bounds = exact
-            candidates.append(candidate)
-            bounds = _tighter(bounds, class_bounds)
+        if levels.placement.node:
+            first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+            candidates.append(first)
+        if not candidates or not _proven(snapshot, candidates[0], bounds):
+            # Not proven optimal: weigh it against greedy's, and what else the budget allows.
+            report("greedy", None, None)
+            candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+            first = candidates[0]
+            relaxed = _relaxable(policy)
+            if (
+                relaxed
+                and _leaves_pending(snapshot, first.placement, unplaceable)
+                and time.monotonic() < work_until
+            ):
+                report("relaxing required separation", None, None)
+                retry = place_by_levels(
+                    snapshot,
+                    policy,
+                    first.placement,
+                    LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
+                )
+                degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                candidates.append(judge(degraded))
+            best_so_far = min(candidates, key=_order)
+            if not _proven(snapshot, best_so_far, bounds):
+                exact = _exact_classes(
+                    snapshot, policy, best_so_far, work_until, workers, seed, options
+                )
+                if exact is not None:
+                    candidate, class_bounds = exact
+                    candidates.append(judge(candidate))
+                    bounds = _tighter(bounds, class_bounds)
     else:
-        classes = _rebalance(snapshot, policy, baseline, work_until, workers, seed, options)
+        report("greedy", None, None)
+        baseline = _baseline(snapshot, policy, mode)
+        candidates.append(judge(_Candidate("greedy", baseline)))
+        report("node classes", None, None)
+        current = candidates[-1].verdict
+        assert current is not None
+        at_fault = _at_fault(snapshot, current)
+        classes = _rebalance(
+            snapshot, policy, baseline, work_until, workers, seed, options, at_fault
+        )
         if classes is not None:
             candidate, bound = classes
-            candidates.append(candidate)
+            candidates.append(judge(candidate))
             bounds = _Bounds(soft=bound, known=bound > 0)
 
     report("judging", None, None)
-    for candidate in _distinct(candidates):
-        candidate.plan = to_plan(snapshot, candidate.placement, mode, "FEASIBLE")
-        candidate.verdict = assess(snapshot, policy, candidate.plan)
-    best = min(_distinct(candidates), key=lambda c: (*c.rank(), c.engine != "cp-sat"))
+    best = min(candidates, key=_order)
+    if best.engine == "greedy" and any(
+        c.engine == "cp-sat" and not c.degraded and c.verdict is best.verdict for c in candidates
+    ):
+        best.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
     assert best.plan is not None and best.verdict is not None
-    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline)
-    plan = to_plan(snapshot, best.placement, mode, "FEASIBLE")
+    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline, bounds)
+    plan = best.plan.model_copy(
+        update={
+            "unplaced": [
+                Unplaced(pod=k, reason=r) for k, r in sorted(best.placement.unplaced.items())
+            ]
+        }
+    )
     objective = float(best.verdict.terms.get("total", 0.0))
     status, bound = _honest_status(snapshot, best, bounds, objective)
     terms = best.verdict.terms
@@ -189,7 +232,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             "objective": objective,
             "bound": bound,
             "gap": (objective - bound) / objective if objective > 0 else 0.0,
-            "unplaced_bound": bounds.unplaced if bounds.known else 0,
+            "unplaced_bound": bounds.unplaced if bounds.known else None,
             "solve_seconds": round(time.monotonic() - start, 4),
             "violations": best.verdict.violations,
             "worst_domain_loss": best.verdict.worst_domain_loss,
@@ -201,23 +244,16 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     return plan
 
 
-def _distinct(candidates: list[_Candidate]) -> list[_Candidate]:
-    """Candidates with different placements (identical ones are judged once)."""
-    out: list[_Candidate] = []
-    for c in candidates:
-        same = next(
-            (
-                o
-                for o in out
-                if o.placement.node == c.placement.node and o.placement.role == c.placement.role
-            ),
-            None,
-        )
-        if same is None:
-            out.append(c)
-        elif c.engine == "cp-sat" and not c.degraded and same.engine == "greedy":
-            same.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
-    return out
+def _order(c: _Candidate) -> tuple[int, int, float, bool, bool]:
+    """Placed pods, then hard violations, then the objective; ties go to CP-SAT's own plan."""
+    return (*c.rank(), c.degraded, c.engine != "cp-sat")
+
+
+def _proven(snapshot: Snapshot, candidate: _Candidate, bounds: _Bounds) -> bool:
+    """The candidate meets the bounds: nothing can place more pods or cost less."""
+    assert candidate.verdict is not None
+    objective = float(candidate.verdict.terms.get("total", 0.0))
+    return _honest_status(snapshot, candidate, bounds, objective)[0] == "OPTIMAL"
 
 
 def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
@@ -233,8 +269,11 @@ def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
 
 
 def _level_progress(report: Progress) -> Callable[[str, float, float], None]:
+    """Level one's figures are the plan's own terms (a lower estimate of the final plan's,
+    which the nodes level below then realises): they are shown as they improve."""
+
     def progress(phase: str, objective: float, bound: float) -> None:
-        report(phase, None, None)
+        report(phase, objective if phase.startswith("level one") else None, bound)
 
     return progress
 
@@ -269,7 +308,10 @@ def _level_bounds(snapshot: Snapshot, levels: LevelsResult) -> _Bounds:
         for m in snapshot.pending
         if not m.pod.deleting and m.shard_key not in levels.unplaceable
     }
-    return _Bounds(levels.unplaced_bound, float(levels.soft_bound), solvable, True)
+    # With a master majority already short somewhere, the soft bound only speaks of plans that
+    # shorten it as far as level one did; say nothing rather than something too strong.
+    soft = float(levels.soft_bound) if levels.shortfall == 0 else 0.0
+    return _Bounds(levels.unplaced_bound, soft, solvable, True)
 
 
 def _honest_status(
@@ -301,13 +343,13 @@ small clusters, where its proof of optimality takes a fraction of a second."""
 def _exact_classes(
     snapshot: Snapshot,
     policy: Policy,
-    candidates: list[_Candidate],
+    start: _Candidate,
     until: float,
     workers: int,
     seed: int,
     options: SolveOptions,
 ) -> tuple[_Candidate, _Bounds] | None:
-    """On a small cluster, the whole class model, started from the levels' placement."""
+    """On a small cluster, the whole class model, started from the best placement so far."""
     if time.monotonic() + 0.1 >= until:
         return None
     problem = build_problem(snapshot, policy, "place", max_variables=None)
@@ -320,7 +362,7 @@ def _exact_classes(
         ClassOptions(
             time_limit=until - time.monotonic(), workers=workers, seed=seed, relative_gap=gap
         ),
-        candidates[-1].placement if options.hint else None,
+        start.placement if options.hint else None,
     )
     if solution.status not in ("OPTIMAL", "FEASIBLE"):
         return None
@@ -342,6 +384,27 @@ def _tighter(a: _Bounds, b: _Bounds) -> _Bounds:
     return b if b.soft > a.soft else a
 
 
+REBALANCE_WHOLE = 60_000
+"""Class-model size (decision variables) above which rebalance moves only the shards at fault."""
+REBALANCE_AT_FAULT = 40
+REBALANCE_AT_FAULT_VARIABLES = 8_000
+"""Decision variables the shards at fault keep (the roomiest classes of each rack, and where
+they run): small enough for CP-SAT to improve on the current placement within seconds."""
+"""Most shards one rebalance on a large cluster re-solves, the worst first: a run applies a
+few changes (--max-moves), and the next run takes the next ones."""
+
+
+def _at_fault(snapshot: Snapshot, verdict: Assessment) -> set[str]:
+    """Shards named by the violations of the current placement: hard ones first, then soft."""
+    shard_of = {m.key: m.shard_key for m in snapshot.members}
+    ordered: list[str] = []
+    for severity in ("hard", "soft"):
+        for v in verdict.violations:
+            if v.severity == severity:
+                ordered.extend(shard_of[p] for p in v.pods if p in shard_of)
+    return set(list(dict.fromkeys(ordered))[:REBALANCE_AT_FAULT])
+
+
 def _rebalance(
     snapshot: Snapshot,
     policy: Policy,
@@ -350,9 +413,20 @@ def _rebalance(
     workers: int,
     seed: int,
     options: SolveOptions,
+    at_fault: set[str],
 ) -> tuple[_Candidate, float] | None:
-    """The class model, started from the current placement (with greedy's for pending pods)."""
+    """The class model, started from the current placement (with greedy's for pending pods).
+
+    On a large cluster only the shards the audit finds at fault move (hard violations first):
+    the whole cluster's model would not even be built within the budget. Its bound then speaks
+    of that part only, so none is reported.
+    """
     problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
+    size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
+    if size > REBALANCE_WHOLE and at_fault:
+        problem = build_problem(
+            snapshot, policy, "rebalance", max_variables=None, movable_shards=at_fault
+        )
     keep: dict[int, set[int]] = {}
     for g in problem.groups:
         for m in g.members:
@@ -360,7 +434,10 @@ def _rebalance(
             c = problem.node_class.get(node) if node else None
             if c is not None:
                 keep.setdefault(g.index, set()).add(c)
-    problem = limit_candidates(problem, keep=keep)
+    restricted = size > REBALANCE_WHOLE and bool(at_fault)
+    problem = limit_candidates(
+        problem, REBALANCE_AT_FAULT_VARIABLES if restricted else DEFAULT_MAX_VARIABLES, keep=keep
+    )
     remaining = until - time.monotonic()
     if remaining <= 0.1:
         return None
@@ -400,52 +477,24 @@ def _mark_unplaced(
     unplaceable: dict[str, str],
     options: SolveOptions,
     deadline: float,
+    bounds: _Bounds,
 ) -> None:
     """Give every pending member the plan leaves out a reason, in words, per shard."""
     placement = best.placement
-    placement.unplaced = {}
     missing = [m for m in snapshot.pending if m.key not in placement.node]
-    if not missing:
-        return
-    problem = None
-    reasons: dict[str, str] = {}
-    conflict: list[str] = []
-    for member in missing:
-        shard = member.shard_key
-        if member.pod.deleting:
-            placement.unplaced[member.key] = "pod is being deleted"
-            continue
-        if shard in unplaceable:
-            reasons[shard] = unplaceable[shard]
-            continue
-        if shard in reasons or shard in conflict:
-            continue
-        if problem is None:
-            problem = build_problem(snapshot, policy, "place", max_variables=None)
-        group = next((g for g in problem.groups if member in g.members), None)
-        if group is not None and not group.candidates:
-            reasons[shard] = f"{member.key}: {filter_summary(problem, member)}"
-        else:
-            conflict.append(shard)
-    if conflict:
-        explanation: list[str] = []
-        small = problem is not None and sum(len(g.candidates) for g in problem.groups) <= 20_000
-        if options.explain and small and time.monotonic() < deadline and problem is not None:
-            placed = [k for k in problem.shards if k not in conflict and k not in reasons]
-            explanation = explain_conflict(
-                problem,
-                conflict + placed,
-                [r.encode for r in RULES],
-                max(0.2, min(10.0, deadline - time.monotonic())),
-            )
-        placement.explanation = explanation
-        for key in conflict:
-            reasons[key] = (
-                explanation[0]
-                if explanation
-                else "not placed: no room left that keeps every hard rule once the other "
-                "shards of the batch are placed"
-            )
-    for member in missing:
-        if member.key not in placement.unplaced:
-            placement.unplaced[member.key] = reasons.get(member.shard_key, "not placed")
+    proven_most = None
+    if bounds.known and bounds.solvable:
+        left_out = sum(1 for k in bounds.solvable if k not in placement.node)
+        if left_out == bounds.unplaced:
+            proven_most = sum(1 for m in snapshot.pending if m.key in placement.node)
+    reasons, explanation = unplaced_reasons(
+        snapshot,
+        policy,
+        missing,
+        unplaceable,
+        [r.encode for r in RULES],
+        deadline if options.explain else None,
+        proven_most,
+    )
+    placement.unplaced = reasons
+    placement.explanation = explanation

@@ -912,7 +912,7 @@ def test_scheduled_event_names_the_node_the_pod_was_bound_to() -> None:
 
 
 def test_failed_scheduling_names_the_rule_that_blocks_the_shard() -> None:
-    """Surviving a zone loss needs a third zone; the event says survive:zone, not just 'no'."""
+    """Surviving a zone loss needs a third zone; the event says so, not just 'no'."""
     pods = [p for s in range(3) for p in _shard(s, size=2)]
     fake = FakeKubeAdapter(nodes=_nodes(6, zones=2), pods=pods)
     policy = Policy.model_validate({"rules": {"survive": "zone"}})
@@ -924,7 +924,7 @@ def test_failed_scheduling_names_the_rule_that_blocks_the_shard() -> None:
     assert len(events) == 6
     for event in events:
         assert event["type"] == "Warning"
-        assert "survive:zone" in event["message"]
+        assert "survive: zone needs the masters" in event["message"]
     assert _sample(binder, "redis_placer_permit_decisions_total", decision="reject") == 6
 
 

@@ -2,8 +2,10 @@
 grants exactly the API calls the adapter makes (placer.kube.adapter.REQUIRED_PERMISSIONS)."""
 
 import functools
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import yaml
 from kubernetes_validate.utils import all_versions
 
 from models.policy import Policy
-from placer.kube.adapter import COMPONENT_CALLS, Permission, permissions_for
+from placer.kube.adapter import COMPONENT_CALLS, FLAG_CALLS, Permission, permissions_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -46,6 +48,23 @@ def main() -> tuple[Doc, ...]:
     return render(".")
 
 
+@functools.cache
+def with_component(name: str) -> tuple[Doc, ...]:
+    """deploy/ with one of deploy/components/, as a user's overlay includes it."""
+    overlay = Path(tempfile.mkdtemp(prefix="overlay-"))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(DEPLOY, overlay)],
+                "components": [os.path.relpath(DEPLOY / "components" / name, overlay)],
+            }
+        )
+    )
+    return render(str(overlay))
+
+
 def one(docs: tuple[Doc, ...], kind: str, name: str | None = None) -> Doc:
     found = [
         d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
@@ -76,7 +95,7 @@ def test_every_yaml_file_parses(path: Path) -> None:
     for doc in docs:
         assert isinstance(doc, dict)
         if path.name == "kustomization.yaml":
-            assert doc["kind"] == "Kustomization"
+            assert doc["kind"] in ("Kustomization", "Component")
         elif path.name != "policy.yaml":
             assert doc.get("apiVersion") and doc.get("kind"), path
             assert doc["metadata"]["name"], path
@@ -400,3 +419,29 @@ def test_example_redis_cluster(variant: str) -> None:
         "1",
         "2",
     ]
+
+
+# -- optional components ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("component", "flag"), sorted(FLAG_CALLS))
+def test_a_flags_component_adds_it_and_exactly_its_grants(component: str, flag: str) -> None:
+    docs = with_component(flag.removeprefix("--"))
+    account = COMPONENT_ACCOUNTS[component]
+    have = granted(docs, account)
+    need = permissions_for(component, (flag,))
+    assert have["cluster"] == need["cluster"]
+    assert have["namespace"] - need["namespace"] == set()
+    # Without the component none of the flag's grants is there.
+    extra = permissions_for(component, (flag,))["cluster"] - permissions_for(component)["cluster"]
+    assert extra and not extra & granted(main(), account)["cluster"]
+    (c,) = pod_template(one(docs, "Deployment", "redis-placer-binder"))["spec"]["containers"]
+    assert (
+        c["args"][-1] == flag
+        and flag not in pod_template(one(main(), "Deployment"))["spec"]["containers"][0]["args"]
+    )
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, _schema_versions()[-1], strict=True)
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{doc['kind']}/{doc['metadata']['name']}: {err.message}")

@@ -113,9 +113,51 @@ def test_optimal_on_tiny_instances_matches_brute_force(
         assert plan.unplaced or plan.degraded
         return
     assert not plan.unplaced
+    assert plan.bound <= best  # a proven bound never exceeds the true optimum
     assert plan.status == "OPTIMAL"
     if exact_classes:
         assert plan.objective == best
     else:
         # Identical nodes are one class; the solver's load term is the class average there.
         assert plan.objective >= best
+
+
+@st.composite
+def running_clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Up to 5 nodes and 5 running pods, placed anywhere (a rebalance has things to fix)."""
+    n = draw(st.integers(2, 5))
+    nodes = [
+        node(f"n{i}", "ab"[i % 2], f"{'ab'[i % 2]}-r{draw(st.integers(0, 1))}", memory="8Gi")
+        for i in range(n)
+    ]
+    pods: list[dict[str, Any]] = []
+    for s in range(draw(st.integers(1, 2))):
+        for r in range(draw(st.integers(1, 3))):
+            if len(pods) == 5:
+                break
+            where = f"n{draw(st.integers(0, n - 1))}"
+            pods.append(
+                redis_pod(f"c-{s}-{r}", "c", s, "master" if r == 0 else "replica", node=where)
+            )
+    return nodes, pods
+
+
+@settings(
+    max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(running_clusters(), policies())
+def test_rebalance_bound_and_status_match_brute_force(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], policy: Policy
+) -> None:
+    """A rebalance plan's bound never exceeds the true optimum, and OPTIMAL is the optimum."""
+    snap = snapshot(*cluster, policy=policy)
+    best = brute_force_optimum(snap, policy, mode="rebalance")
+    plan = solve(snap, policy, "rebalance", options=OPTS)
+    if best is None or plan.unplaced:
+        return
+    hard = [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+    if hard:
+        return  # the brute force optimum is over plans without hard violations
+    assert plan.bound <= best
+    if plan.status == "OPTIMAL":
+        assert plan.objective == best

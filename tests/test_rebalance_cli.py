@@ -13,7 +13,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance.command import _limit, change_list
+from placer.rebalance.changes import change_list, guarded_plan, limit_changes
 from tests.kube_dicts import node, redis_pod
 
 
@@ -175,6 +175,23 @@ def test_a_moving_master_is_failed_over_to_a_replica_that_stays_first() -> None:
         ("move", "default/r-0-0", "default/r-0-0"),
         ("move", "default/r-0-2", None),
     ]
-    without_failovers = _limit(changes, max_failovers=0, max_moves=10)
+    without_failovers = limit_changes(changes, max_failovers=0, max_moves=10)
     assert [c.get("pod") for c in without_failovers] == ["default/r-0-2"]  # the master stays
     assert [c["kind"] for c in change_list(plan)] == ["move", "move"]  # no roles known, no guard
+
+
+def test_a_plan_that_moves_a_master_as_it_stands_is_carried_out_with_the_failover() -> None:
+    """plan --mode rebalance shows what rebalance does: the guard's failover, the roles it
+    leaves, and the verdict on that placement rather than on the solver's."""
+    plan, snapshot = _moving_master_plan()
+    carried = guarded_plan(snapshot, Policy(), plan)
+    assert [(f.from_, f.to) for f in carried.failovers] == [("default/r-0-0", "default/r-0-1")]
+    roles = {a.pod: (a.role, a.node, a.action) for a in carried.assignments}
+    assert roles == {
+        "default/r-0-0": ("replica", "n3", "move"),
+        "default/r-0-1": ("master", "n2", "keep"),
+        "default/r-0-2": ("replica", "n1", "move"),
+    }
+    # r-0-1 (now master) shares nothing with a replica at the host level: judged as it stands.
+    assert not [v for v in carried.violations if v.severity == "hard"]
+    assert guarded_plan(snapshot, Policy(), carried) == carried  # nothing left to guard

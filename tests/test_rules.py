@@ -132,7 +132,10 @@ def test_survive_zone_with_two_zones_cannot_hold_a_three_master_cluster() -> Non
     policy = Policy.model_validate({"rules": {"survive": "zone"}})
     plan = solve(snapshot(nodes, pods), policy, options=OPTS)
     assert len(plan.unplaced) == 6
-    assert any("survive:zone" in u.reason for u in plan.unplaced)
+    assert all(
+        "survive: zone needs the masters of default/r in at least 3 zones" in u.reason
+        for u in plan.unplaced
+    )
 
 
 def test_survival_spreads_masters_over_zones() -> None:

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from models.errors import InputError
 from placer.binder.background import DEFAULT_QPS
 from placer.binder.loop import (
     DEFAULT_BATCH_SECONDS,
@@ -19,8 +18,9 @@ from placer.binder.loop import (
     Binder,
     BinderConfig,
 )
-from placer.commands.options import context_option, kubeconfig_option
+from placer.commands.options import context_option, kubeconfig_option, time_limit_option
 from placer.inputs.files import read_policy
+from placer.inputs.live import connect
 from placer.metrics import Metrics, MetricsServer
 
 
@@ -50,11 +50,9 @@ from placer.metrics import Metrics, MetricsServer
 @click.option("--namespace", default=None, help="Watch one namespace (default: all).")
 @context_option
 @kubeconfig_option
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.1),
+@time_limit_option(
     default=DEFAULT_BINDER_TIME_LIMIT,
-    show_default=True,
+    minimum=0.1,
     help="Seconds per batch solve. The gate holds pods while it solves, so this is shorter "
     "than the policy's solver.timeLimitSeconds (used by plan and rebalance); the plan is the "
     "best found in time, never worse than the greedy baseline it starts from.",
@@ -104,6 +102,13 @@ from placer.metrics import Metrics, MetricsServer
     help="Events and role labels per second, written in the background (slower while "
     "bindings are in flight).",
 )
+@click.option(
+    "--manage-pdbs/--no-manage-pdbs",
+    default=False,
+    show_default=True,
+    help="Create a PodDisruptionBudget (maxUnavailable: 1) for each shard placed and delete it "
+    "with the shard; needs the RBAC of deploy/components/manage-pdbs.",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -121,10 +126,10 @@ def command(
     batch_seconds: float,
     max_batch_pods: int,
     event_qps: float,
+    manage_pdbs: bool,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
-    from placer.kube.adapter import KubernetesAdapter, process_identity
-    from placer.kube.config import KubeConfigError, load_api_client
+    from placer.kube.adapter import process_identity
     from placer.kube.leader import (
         ApiLeaseClient,
         LeaderElector,
@@ -133,12 +138,10 @@ def command(
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        policy = read_policy(policy_path)
-        # every request in flight holds a connection: the writes, both watches, the Lease
-        client = load_api_client(kubeconfig, context, pool_size=concurrency + 8)
-    except (InputError, KubeConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
+    policy = read_policy(policy_path)
+    # every request in flight holds a connection: the writes, both watches, the Lease
+    adapter = connect(kubeconfig, context, pool_size=concurrency + 8)
+    client = adapter.api_client
     metrics = Metrics()
     config = BinderConfig(
         enforce=enforce,  # type: ignore[arg-type]
@@ -150,8 +153,9 @@ def command(
         batch_seconds=batch_seconds,
         max_batch_pods=max_batch_pods,
         event_qps=event_qps,
+        manage_pdbs=manage_pdbs,
     )
-    binder = Binder(KubernetesAdapter(client), policy, config, metrics)
+    binder = Binder(adapter, policy, config, metrics)
     stop = threading.Event()
 
     def on_signal(*_: Any) -> None:

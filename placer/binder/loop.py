@@ -33,6 +33,7 @@ from placer.binder.background import DEFAULT_QPS, BackgroundWrites
 from placer.binder.batching import BatchSizer
 from placer.binder.cache import ClusterCache, PodKey, pod_key_of
 from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
+from placer.binder.pdbs import PdbManager
 from placer.binder.permit import PermitDecision, decide, gangs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
@@ -85,6 +86,8 @@ class BinderConfig:
     relative_gap: float | None = None
     """CP-SAT stops within this share of its bound; None uses the policy's solver.relativeGap."""
     event_qps: float = DEFAULT_QPS
+    manage_pdbs: bool = False
+    """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
 
 
 @dataclass
@@ -175,6 +178,11 @@ class Binder:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.cache = ClusterCache(adapter, self.config.namespace)
+        self.pdbs = (
+            PdbManager(adapter, policy, self.config.enforce, self.config.namespace)
+            if self.config.manage_pdbs
+            else None
+        )
         self.parse_cache = ParseCache()
         self.enforcer = Enforcer(self.config.concurrency)
         self.background = BackgroundWrites(
@@ -243,10 +251,16 @@ class Binder:
         report = self._plan(now)
         self.enforcer.wait()
         errors = self._finish(report, now)
+        self._reconcile_pdbs(now)
         self.background.flush()
         if errors:
             raise errors[0]  # a caller stepping by hand sees what stopped a shard
         return report
+
+    def _reconcile_pdbs(self, now: float) -> None:
+        """``--manage-pdbs``: a PodDisruptionBudget for each shard placed, gone with it."""
+        if self.pdbs is not None:
+            self.pdbs.reconcile(self._read()[0], self.cache.statefulsets, now)
 
     def _plan(self, now: float, streaming: bool = False) -> StepReport:
         """Decide, and if a batch is due, solve it and hand it to the enforcer (no waiting).
@@ -887,6 +901,7 @@ class Binder:
                 try:
                     report = self._plan(now, streaming=streaming or self.enforcer.busy)
                     self._finish(report, now)
+                    self._reconcile_pdbs(now)
                     streaming = report.solve_status is not None
                 except Exception:
                     log.exception("step failed; retrying")

@@ -1,20 +1,18 @@
 """``redis-placer audit``: judge the placement as it runs, without solving anything."""
 
-import sys
-
 import click
 
 from placer.commands.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_VIOLATIONS,
+    exit_code,
+    finish,
+    input_issues,
     load_inputs,
     output_option,
     with_source,
 )
 from placer.output import render
 from solver.check import audit as audit_violations
-from solver.check import evaluate_objective, keep_plan, worst_domain_loss
+from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, worst_domain_loss
 
 
 @click.command("audit")
@@ -25,10 +23,11 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     output: str,
 ) -> None:
     """Report the violations of the current placement; exit 1 when hard ones exist."""
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     current = keep_plan(snapshot)
     violations = audit_violations(snapshot, policy)
     report = current.model_copy(
@@ -38,19 +37,19 @@ def command(
             "worst_domain_loss": worst_domain_loss(snapshot, policy, current),
             "objective": evaluate_objective(snapshot, policy, current).get("total", 0.0),
             "unplaced": [],
+            "skipped": input_issues(snapshot),
+            "warnings": master_quorum_warnings(snapshot, policy),
         }
     )
     if output == "table":
         click.echo(render.violations_table(violations) if violations else "no violations")
         click.echo()
-        click.echo(render.summary(report))
-        if report.skipped:
-            click.echo(
-                "\ninput issues:\n"
-                + "\n".join(f"  [{s.severity}] {s.object}: {s.message}" for s in report.skipped)
-            )
+        click.echo(render.audit_summary(report))
+    elif output in ("html", "map"):
+        from placer.output.pictures import audit_picture
+
+        click.echo(audit_picture(report, snapshot, output))
     else:
         click.echo(render.as_document(report, output))
-    if any(s.severity == "error" for s in report.skipped):
-        sys.exit(EXIT_BAD_INPUT)
-    sys.exit(EXIT_VIOLATIONS if report.hard_violations else EXIT_OK)
+    code = exit_code(skipped=report.skipped, unplaced=False, hard=bool(report.hard_violations))
+    finish(report.skipped, report.warnings, code)

@@ -5,8 +5,16 @@ from importlib import resources
 
 import click
 
-from placer.commands.options import StderrProgress, load_inputs
+from placer.commands.options import (
+    StderrProgress,
+    completed,
+    finish,
+    load_inputs,
+    plan_exit_code,
+    time_limit_option,
+)
 from placer.output import render
+from placer.output.topology import topology_map
 from solver.check import check_plan, evaluate_objective
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
@@ -25,7 +33,7 @@ def example_path() -> str:
     default=None,
     help="Another snapshot to demo on (default: the bundled example).",
 )
-@click.option("--time-limit", type=click.FloatRange(min=0.01), default=10.0, show_default=True)
+@time_limit_option(default=10.0, help="Seconds for the solver.")
 def command(file: str | None, time_limit: float) -> None:
     """Plan a bundled example cluster: the plan, the greedy baseline beside it, and a topology map."""
     path = file or example_path()
@@ -39,6 +47,7 @@ def command(file: str | None, time_limit: float) -> None:
             snapshot, policy, "place", SolveOptions(time_limit=time_limit, progress=progress)
         )
     solver_seconds = time.monotonic() - started
+    result = completed(snapshot, policy, result)
     started = time.monotonic()
     baseline = greedy_plan(snapshot, policy)
     greedy_seconds = time.monotonic() - started
@@ -84,4 +93,5 @@ def command(file: str | None, time_limit: float) -> None:
     for r in rows:
         click.echo(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}")
     click.echo("\n== topology after the CP-SAT plan (M master, r replica) ==")
-    click.echo(render.topology_map(result, snapshot))
+    click.echo(topology_map(result, snapshot))
+    finish(result.skipped, result.warnings, plan_exit_code(result))

@@ -1,31 +1,128 @@
 """What every command shares: the source options, the one error path and the exit codes.
 
-Errors are one line on stderr and exit 2; exit codes follow the plan contract:
-0 every pending pod placed and no hard violation, 1 audit found hard violations,
-2 bad input or usage, 3 infeasible (the explanation is printed).
+Exit codes, the same for every command (the highest-ranked one that applies wins):
+
+* 2 bad input or usage: a fatal error is one line on stderr and nothing on stdout; an object
+  that cannot be trusted (a pod without its shard label, a shard with two masters) is an
+  ``error:`` line on stderr, and what could be judged is still printed;
+* 3 some pending pods cannot be placed (the reason is printed, per pod);
+* 1 hard violations remain (audit: found; plan, rebalance: left after the plan);
+* 0 otherwise.
+
+Odd but usable input is a ``warning:`` line on stderr and changes no exit code.
 """
 
+import math
+import os
 import sys
 import threading
 import time
-from typing import NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, TextIO
 
 import click
 
 from models.errors import InputError
-from models.plan import Plan
-from models.policy import Policy
+from models.plan import Plan, SkippedInput
+from models.policy import MAX_TIME_LIMIT_SECONDS, Policy
 from models.snapshot import Snapshot
 from placer.inputs.files import read_policy, snapshot_from_file
 from placer.output import render
+from solver.check import master_quorum_warnings, standing_violations
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
-OUTPUTS = click.Choice(["table", "json", "yaml"])
+EXIT_INTERRUPTED = 130
+OUTPUTS = click.Choice(["table", "json", "yaml", "html", "map"])
 
 
 def fail(message: str) -> NoReturn:
+    """The one way a command stops on bad input or usage: one line on stderr, exit 2."""
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def run_main(main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run click's ``main`` with this error path instead of click's own.
+
+    Every failure a command does not handle itself ends the same way: ``error: ...`` on stderr
+    and exit 2 (click usage errors, ``InputError`` from any input, ``click.ClickException``).
+    A reader that goes away (``| head``) neither changes the exit code nor prints a traceback.
+    """
+    if not kwargs.pop("standalone_mode", True):
+        return main(*args, standalone_mode=False, **kwargs)
+    with _pipe_tolerant():
+        try:
+            code = main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(EXIT_BAD_INPUT)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            fail(f"{exc.format_message()}{hint}")
+        except click.ClickException as exc:
+            fail(exc.format_message())
+        except InputError as exc:
+            fail(str(exc))
+        except click.Abort:
+            click.echo("error: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+class _PipeTolerant:
+    """A text stream that stops writing, silently, once its reader has gone.
+
+    Python raises BrokenPipeError on a write to a closed pipe, and again when it flushes at
+    exit; click would turn the first into exit 1, which here means "hard violations". The
+    stream's descriptor is pointed at /dev/null instead, so the command runs to its own end and
+    exits with its own code.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self._gone = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a real descriptor (a test runner's buffer): nothing left to flush
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _pipe_tolerant() -> Iterator[None]:
+    saved = sys.stdout, sys.stderr
+    sys.stdout = _PipeTolerant(sys.stdout)
+    sys.stderr = _PipeTolerant(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = saved
 
 
 class StderrProgress:
@@ -85,34 +182,85 @@ def deadline_of(
 
 
 def load_inputs(
-    file: str | None, policy_path: str | None, context: str | None, kubeconfig: str | None
+    file: str | None,
+    policy_path: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    allow_empty: bool = False,
 ) -> tuple[Policy, Snapshot]:
-    try:
-        policy = read_policy(policy_path)
-        if file is not None:
-            return policy, snapshot_from_file(file, policy)
-        from placer.inputs.live import snapshot_from_cluster
+    """The policy and the snapshot, from a dump (``-f``) or the live cluster."""
+    policy = read_policy(policy_path)
+    if file is not None:
+        return policy, snapshot_from_file(file, policy, allow_empty=allow_empty)
+    from placer.inputs.live import snapshot_from_cluster
 
-        return policy, snapshot_from_cluster(policy, context=context, kubeconfig=kubeconfig)
-    except InputError as exc:
-        fail(str(exc))
+    return policy, snapshot_from_cluster(
+        policy, context=context, kubeconfig=kubeconfig, allow_empty=allow_empty
+    )
 
 
-def exit_code(plan: Plan) -> int:
-    if any(s.severity == "error" for s in plan.skipped):
+def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
+    """The snapshot's issues as a plan lists them (``skipped``)."""
+    return [
+        SkippedInput(object=i.object, message=i.message, severity=i.severity)
+        for i in snapshot.issues
+    ]
+
+
+def completed(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
+    """A solved plan with what the solver does not judge: the hard problems it leaves standing
+    (solver.check.standing_violations) and the warnings about the input."""
+    return plan.model_copy(
+        update={
+            "violations": [*plan.violations, *standing_violations(snapshot, plan)],
+            "warnings": [*plan.warnings, *master_quorum_warnings(snapshot, policy)],
+        }
+    )
+
+
+def exit_code(*, skipped: Sequence[SkippedInput], unplaced: bool, hard: bool) -> int:
+    if any(s.severity == "error" for s in skipped):
         return EXIT_BAD_INPUT
-    if plan.unplaced or plan.status in ("INFEASIBLE", "MODEL_INVALID"):
+    if unplaced:
         return EXIT_INFEASIBLE
-    if plan.hard_violations:
+    if hard:
         return EXIT_VIOLATIONS
     return EXIT_OK
+
+
+def plan_exit_code(plan: Plan) -> int:
+    unplaced = bool(plan.unplaced) or plan.status in ("INFEASIBLE", "MODEL_INVALID")
+    return exit_code(skipped=plan.skipped, unplaced=unplaced, hard=bool(plan.hard_violations))
+
+
+def finish(skipped: Sequence[SkippedInput], warnings: Sequence[str], code: int) -> NoReturn:
+    """Input issues and warnings on stderr, one line per cause, then the exit code."""
+    for line in render.issue_lines(skipped, warnings):
+        click.echo(line, err=True)
+    sys.exit(code)
 
 
 def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
     if output == "table":
         click.echo(render.plan_table(plan, snapshot))
+    elif output in ("html", "map"):
+        from placer.output.pictures import plan_picture
+
+        click.echo(plan_picture(plan, snapshot, output))
     else:
         click.echo(render.as_document(plan, output))
+
+
+class Seconds(click.FloatRange):
+    """A positive, finite number of seconds: ``nan`` and ``inf`` are not a time limit."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
 
 
 context_option = click.option(
@@ -143,19 +291,30 @@ source_options = [
     ),
     context_option,
     kubeconfig_option,
+    click.option(
+        "--allow-empty",
+        is_flag=True,
+        help="Accept an input with no nodes or no pod the selector matches (an error otherwise: "
+        "an empty input is never reported as healthy).",
+    ),
 ]
 
 
 output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
-time_limit_option = click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.01, max=86_400),
-    default=None,
-    help="Seconds for the whole command, reading the input included (policy solver.timeLimitSeconds by default).",
-)
 
 
-def with_source(fn):
+def time_limit_option(default: float | None = None, minimum: float = 0.01, help: str = "") -> Any:
+    return click.option(
+        "--time-limit",
+        type=Seconds(min=minimum, max=MAX_TIME_LIMIT_SECONDS),
+        default=default,
+        show_default=default is not None,
+        help=help
+        or "Seconds for the whole command, reading the input included (policy solver.timeLimitSeconds by default).",
+    )
+
+
+def with_source(fn: Any) -> Any:
     for option in reversed(source_options):
         fn = option(fn)
     return fn

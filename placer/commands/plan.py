@@ -1,6 +1,5 @@
 """``redis-placer plan``: solve the placement of the pending pods and print the plan."""
 
-import sys
 import time
 from typing import cast
 
@@ -9,14 +8,17 @@ import click
 from models.plan import Mode
 from placer.commands.options import (
     StderrProgress,
+    completed,
     deadline_of,
     emit,
-    exit_code,
+    finish,
     load_inputs,
     output_option,
+    plan_exit_code,
     time_limit_option,
     with_source,
 )
+from placer.rebalance.changes import guarded_plan
 from solver.solve import SolveOptions, solve
 
 
@@ -30,7 +32,7 @@ from solver.solve import SolveOptions, solve
     help="place: running pods stay, pending pods are placed. rebalance: running pods may move and masters may fail over.",
 )
 @output_option
-@time_limit_option
+@time_limit_option()
 @click.option(
     "--workers",
     type=click.IntRange(min=0, max=256),
@@ -48,6 +50,7 @@ def command(
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     mode: str,
     output: str,
     time_limit: float | None,
@@ -56,7 +59,7 @@ def command(
 ) -> None:
     """Solve the placement and print the plan (within --time-limit, reading included)."""
     started = time.monotonic()
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     with StderrProgress(started) as progress:
         result = solve(
             snapshot,
@@ -69,5 +72,9 @@ def command(
                 progress=progress,
             ),
         )
+    if mode == "rebalance":
+        # As `rebalance` would carry it out: a moved master is failed over first.
+        result = guarded_plan(snapshot, policy, result)
+    result = completed(snapshot, policy, result)
     emit(result, snapshot, output)
-    sys.exit(exit_code(result))
+    finish(result.skipped, result.warnings, plan_exit_code(result))

@@ -6,35 +6,59 @@ from models.errors import InputError
 from models.kube_objects import build_snapshot
 from models.policy import Policy
 from models.snapshot import Snapshot
+from placer.inputs.content import LIVE_HINT, require_content
 
 if TYPE_CHECKING:  # the Kubernetes client is imported only when a cluster is read
-    from placer.kube.adapter import KubeAdapter
+    from placer.kube.adapter import KubeAdapter, KubernetesAdapter
 
 
-def snapshot_from_adapter(adapter: "KubeAdapter", policy: Policy) -> Snapshot:
+def snapshot_from_adapter(
+    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool = False
+) -> Snapshot:
     """Nodes, pods and StatefulSets, as the binder reads them (``placer.binder.cache``).
 
     A StatefulSet's replicas give the size of a shard whose pods lack the
-    ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree.
+    ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree. Unless
+    ``allow_empty``, a cluster without nodes or selected pods is an error (placer.inputs.content).
     """
     objects = [*adapter.list_nodes(), *adapter.list_pods(), *adapter.list_statefulsets()]
-    return build_snapshot(objects, policy)
+    snapshot = build_snapshot(objects, policy)
+    if not allow_empty:
+        require_content(objects, snapshot, policy, "cluster", LIVE_HINT)
+    return snapshot
 
 
-def snapshot_from_cluster(
-    policy: Policy, *, context: str | None = None, kubeconfig: str | None = None
-) -> Snapshot:
-    from placer.kube.adapter import KubeApiError, KubernetesAdapter
+def connect(
+    kubeconfig: str | None, context: str | None, *, pool_size: int = 16
+) -> "KubernetesAdapter":
+    """The adapter for the cluster of the kubeconfig (or the in-cluster service account), with
+    connections for ``pool_size`` requests at once."""
+    from placer.kube.adapter import KubernetesAdapter
     from placer.kube.config import KubeConfigError, load_api_client
 
     try:
-        client = load_api_client(kubeconfig, context)
+        return KubernetesAdapter(load_api_client(kubeconfig, context, pool_size=pool_size))
     except KubeConfigError as exc:
         raise InputError(
             f"cannot reach a cluster ({exc}); pass -f FILE to plan from a dump"
         ) from None
+
+
+def read_cluster(adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool) -> Snapshot:
+    from placer.kube.adapter import KubeApiError
+
     try:
-        return snapshot_from_adapter(KubernetesAdapter(client), policy)
+        return snapshot_from_adapter(adapter, policy, allow_empty=allow_empty)
     except KubeApiError as exc:
         # A 403 (RBAC), a dead API server: one line naming the request, not a traceback.
         raise InputError(f"cannot read the cluster: {exc}") from None
+
+
+def snapshot_from_cluster(
+    policy: Policy,
+    *,
+    context: str | None = None,
+    kubeconfig: str | None = None,
+    allow_empty: bool = False,
+) -> Snapshot:
+    return read_cluster(connect(kubeconfig, context), policy, allow_empty=allow_empty)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
-from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPResponse
 
@@ -42,7 +42,12 @@ EventType = Literal["Normal", "Warning"]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_COMPONENT = "redis-placer"
-API_VERSIONS = {"Node": "v1", "Pod": "v1", "StatefulSet": "apps/v1"}
+API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "StatefulSet": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+}
 
 
 class Permission(NamedTuple):
@@ -75,6 +80,9 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
         Permission("", "configmaps", "update"),
     ),
     "read_configmap": (Permission("", "configmaps", "get"),),
+    "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
+    "create_pdb": (Permission("policy", "poddisruptionbudgets", "create"),),
+    "delete_pdb": (Permission("policy", "poddisruptionbudgets", "delete"),),
     "leader_election": (
         Permission("coordination.k8s.io", "leases", "get"),
         Permission("coordination.k8s.io", "leases", "create"),
@@ -114,10 +122,24 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
 }
 
 
-def permissions_for(component: str) -> dict[str, set[Permission]]:
-    """``{"cluster": {...}, "namespace": {...}}`` grants the component needs."""
+# Calls a component makes only when a flag turns them on; their grants ship apart, in the
+# kustomize component of the same name (deploy/components/<flag without -->/).
+FLAG_CALLS: dict[tuple[str, str], dict[str, Literal["cluster", "namespace"]]] = {
+    ("binder", "--manage-pdbs"): {
+        "list_pdbs": "cluster",
+        "create_pdb": "cluster",
+        "delete_pdb": "cluster",
+    },
+}
+
+
+def permissions_for(component: str, flags: tuple[str, ...] = ()) -> dict[str, set[Permission]]:
+    """``{"cluster": {...}, "namespace": {...}}`` grants the component needs (with ``flags``)."""
     scopes: dict[str, set[Permission]] = {"cluster": set(), "namespace": set()}
-    for call, scope in COMPONENT_CALLS[component].items():
+    calls = dict(COMPONENT_CALLS[component])
+    for flag in flags:
+        calls.update(FLAG_CALLS[(component, flag)])
+    for call, scope in calls.items():
         scopes[scope].update(REQUIRED_PERMISSIONS[call])
     return scopes
 
@@ -302,6 +324,14 @@ class KubeAdapter(Protocol):
 
     def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
+    def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
+    def create_pdb(
+        self, namespace: str, body: Mapping[str, Any]
+    ) -> Literal["created", "exists"]: ...
+
+    def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
+
 
 def _with_kind(item: dict[str, Any], kind: str, api_version: str = "v1") -> dict[str, Any]:
     # List items come without kind/apiVersion; kubectl adds them, and so do we.
@@ -362,6 +392,7 @@ class KubernetesAdapter:
         self.api_client = api_client
         self.core = CoreV1Api(api_client)
         self.apps = AppsV1Api(api_client)
+        self.policy = PolicyV1Api(api_client)
         self.instance = instance or default_instance()
         self.request_timeout = request_timeout
         self.list_timeout = list_timeout
@@ -430,6 +461,10 @@ class KubernetesAdapter:
             resp = _raw(self.apps.list_namespaced_stateful_set(namespace, **common))
         elif kind == "StatefulSet":
             resp = _raw(self.apps.list_stateful_set_for_all_namespaces(**common))
+        elif kind == "PodDisruptionBudget" and namespace:
+            resp = _raw(self.policy.list_namespaced_pod_disruption_budget(namespace, **common))
+        elif kind == "PodDisruptionBudget":
+            resp = _raw(self.policy.list_pod_disruption_budget_for_all_namespaces(**common))
         elif namespace:
             resp = _raw(self.core.list_namespaced_pod(namespace, **common))
         else:
@@ -798,3 +833,52 @@ class KubernetesAdapter:
             raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
         data = json.loads(resp.data).get("data") or {}
         return {str(k): str(v) for k, v in data.items()}
+
+    # -- disruption budgets ----------------------------------------------------------------
+
+    def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """PodDisruptionBudgets of one namespace, or of all."""
+        return self._list(
+            "list poddisruptionbudgets", "PodDisruptionBudget", namespace, None, None
+        )[0]
+
+    def create_pdb(self, namespace: str, body: Mapping[str, Any]) -> Literal["created", "exists"]:
+        """Create the PDB; ``exists`` when one of that name is there already (409)."""
+        action = f"create poddisruptionbudget {namespace}/{body['metadata']['name']}"
+        try:
+            self.policy.create_namespaced_pod_disruption_budget(
+                namespace,
+                dict(body),  # type: ignore[arg-type]  # validated into V1PodDisruptionBudget
+                _headers={"Content-Type": JSON},
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return "exists"
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return "created"
+
+    def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete the PDB (only the one with ``uid``, when given); False when it was gone."""
+        action = f"delete poddisruptionbudget {namespace}/{name}"
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.policy.delete_namespaced_pod_disruption_budget(
+                name,
+                namespace,
+                body=body,  # type: ignore[arg-type]
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or replaced by a namesake (uid precondition)
+                return False
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return True

@@ -75,6 +75,7 @@ class FakeKubeAdapter:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[Key, dict[str, Any]] = {}
         self.configmaps: dict[Key, dict[str, str]] = {}
+        self.pdbs: dict[Key, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
         self.events: list[dict[str, Any]] = []
         self.evicted: list[Key] = []
@@ -369,3 +370,31 @@ class FakeKubeAdapter:
         with self._lock:
             data = self.configmaps.get((namespace, name))
             return dict(data) if data is not None else None
+
+    def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                copy.deepcopy(p)
+                for (ns, _), p in sorted(self.pdbs.items())
+                if namespace is None or ns == namespace
+            ]
+
+    def create_pdb(self, namespace: str, body: Mapping[str, Any]) -> Literal["created", "exists"]:
+        with self._lock:
+            key = (namespace, str(body["metadata"]["name"]))
+            if key in self.pdbs:
+                return "exists"
+            pdb = self._stamp(copy.deepcopy(dict(body)), "PodDisruptionBudget")
+            pdb["apiVersion"] = "policy/v1"
+            pdb["metadata"]["namespace"] = namespace
+            pdb["metadata"].setdefault("uid", str(uuid.uuid4()))
+            self.pdbs[key] = pdb
+            return "created"
+
+    def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        with self._lock:
+            pdb = self.pdbs.get((namespace, name))
+            if pdb is None or (uid and pdb["metadata"].get("uid") != uid):
+                return False
+            del self.pdbs[(namespace, name)]
+            return True

@@ -1,12 +1,11 @@
 """Plans and audits as text: tables for people, JSON and YAML for tools."""
 
 import json
-from collections import defaultdict
+from collections.abc import Iterable, Sequence
 
 import yaml
 
-from models.cluster import Role
-from models.plan import Plan, Violation
+from models.plan import Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 
 
@@ -17,7 +16,7 @@ def as_document(plan: Plan, fmt: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -30,24 +29,32 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def plan_table(plan: Plan, snapshot: Snapshot, *, only_changes: bool = False) -> str:
     nodes = snapshot.node_by_name
+    unplaced = {u.pod for u in plan.unplaced}
     rows = []
     for a in plan.assignments:
         if only_changes and a.action == "keep":
             continue
-        node = nodes.get(a.node or "")
+        placed = a.pod not in unplaced and a.node is not None
+        node = nodes.get(a.node or "") if placed else None
+        if a.pod in unplaced:
+            action = "unplaced"
+        elif a.action == "move":
+            action = f"move from {a.from_node}"
+        else:
+            action = a.action
         rows.append(
             [
                 a.pod,
                 a.cluster,
                 a.shard,
                 a.role,
-                a.node or "-",
+                (a.node or "-") if placed else "-",
                 node.zone or "-" if node else "-",
                 node.rack if node else "-",
-                a.action if a.action != "move" else f"move from {a.from_node}",
+                action,
             ]
         )
-    parts = [_table(["POD", "CLUSTER", "SHARD", "ROLE", "NODE", "ZONE", "RACK", "ACTION"], rows)]
+    parts = [table(["POD", "CLUSTER", "SHARD", "ROLE", "NODE", "ZONE", "RACK", "ACTION"], rows)]
     parts.append(summary(plan))
     if plan.failovers:
         parts.append(
@@ -55,26 +62,71 @@ def plan_table(plan: Plan, snapshot: Snapshot, *, only_changes: bool = False) ->
             + "\n".join(f"  {f.cluster}/{f.shard}: {f.from_} -> {f.to}" for f in plan.failovers)
         )
     if plan.unplaced:
-        parts.append("unplaced:\n" + "\n".join(f"  {u.pod}: {u.reason}" for u in plan.unplaced))
+        parts.append("unplaced:\n" + "\n".join(f"  {line}" for line in unplaced_lines(plan)))
     if plan.explanation:
         parts.append("why:\n" + "\n".join(f"  {line}" for line in plan.explanation))
     if plan.violations:
         parts.append(violations_table(plan.violations))
-    if plan.skipped:
-        parts.append(
-            "input issues:\n"
-            + "\n".join(f"  [{s.severity}] {s.object}: {s.message}" for s in plan.skipped)
-        )
     return "\n\n".join(parts)
+
+
+def unplaced_lines(plan: Plan) -> list[str]:
+    """One line per cause, with how many pods it holds back: 26,100 pods refused for one reason
+    are one line, not 26,100.
+
+    A reason that starts with another pod's name (the member of the shard that no node takes)
+    is grouped by what follows it: that is the cause, whichever pod of which shard carries it.
+    """
+    pods = {a.pod for a in plan.assignments}
+
+    def cause(reason: str) -> str:
+        first, sep, rest = reason.partition(": ")
+        return rest if sep and first in pods else reason
+
+    return grouped(((u.pod, cause(u.reason)) for u in plan.unplaced), noun="pods")
+
+
+def grouped(pairs: Iterable[tuple[str, str]], noun: str = "", shown: int = 3) -> list[str]:
+    """(subject, text) pairs as one line per distinct text, in first-seen order.
+
+    A text with one subject reads ``subject: text``; with more, ``N nouns: text (a, b, c and
+    N-3 more)``. Subjects such as ``pod ns/name`` give the noun themselves (``pods``).
+    """
+    by_text: dict[str, dict[str, None]] = {}  # ordered sets: the same thing said twice is once
+    for subject, text in pairs:
+        by_text.setdefault(text, {})[subject] = None
+    lines: list[str] = []
+    for text, unique in by_text.items():
+        subjects = list(unique)
+        if len(subjects) == 1:
+            lines.append(f"{subjects[0]}: {text}")
+            continue
+        kinds = {s.partition(" ")[0] for s in subjects}
+        names = subjects
+        plural = noun or "objects"
+        if not noun and len(kinds) == 1 and all(" " in s for s in subjects):
+            plural = f"{kinds.pop()}s"
+            names = [s.partition(" ")[2] for s in subjects]
+        listed = ", ".join(names[:shown])
+        if len(names) > shown:
+            listed += f" and {len(names) - shown} more"
+        lines.append(f"{len(subjects)} {plural}: {text} ({listed})")
+    return lines
+
+
+def issue_lines(skipped: Sequence[SkippedInput], warnings: Sequence[str] = ()) -> list[str]:
+    """Input issues and warnings as ``error:`` / ``warning:`` lines, errors first, one per cause."""
+    lines: list[str] = []
+    for severity in ("error", "warning"):
+        pairs = [(s.object, s.message) for s in skipped if s.severity == severity]
+        lines.extend(f"{severity}: {line}" for line in grouped(pairs))
+    lines.extend(f"warning: {text}" for text in warnings)
+    return lines
 
 
 def summary(plan: Plan) -> str:
     hard = sum(1 for v in plan.violations if v.severity == "hard")
     soft = len(plan.violations) - hard
-    worst = ", ".join(
-        f"{d.level} {d.domain or '-'} takes {d.master_loss_ratio:.0%} of {d.cluster or '-'}'s masters"
-        for d in plan.worst_domain_loss
-    )
     lines = [
         f"status {plan.status}{' (degraded: ' + ', '.join(plan.broken_rules) + ')' if plan.degraded else ''}"
         f"  engine {plan.engine}"
@@ -83,10 +135,41 @@ def summary(plan: Plan) -> str:
         f"  moved {sum(1 for a in plan.assignments if a.action == 'move')}"
         f"  failovers {len(plan.failovers)}  unplaced {len(plan.unplaced)}"
         f"  violations {hard} hard, {soft} soft",
+        worst_failure(plan),
+        input_note(plan.skipped),
     ]
-    if worst:
-        lines.append(f"worst single failure: {worst}")
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line)
+
+
+def audit_summary(plan: Plan) -> str:
+    """The audit's summary: what runs and what is wrong with it. No solver ran: no status."""
+    hard = sum(1 for v in plan.violations if v.severity == "hard")
+    running = sum(1 for a in plan.assignments if a.node)
+    lines = [
+        f"running {running}  pending {len(plan.assignments) - running}"
+        f"  violations {hard} hard, {len(plan.violations) - hard} soft"
+        f"  objective {plan.objective:g}",
+        worst_failure(plan),
+        input_note(plan.skipped),
+    ]
+    return "\n".join(line for line in lines if line)
+
+
+def input_note(skipped: Sequence[SkippedInput]) -> str:
+    """A report over untrusted input says so, so that it never reads as healthy."""
+    errors = sum(1 for s in skipped if s.severity == "error")
+    if not errors:
+        return ""
+    return f"input errors: {errors}, on stderr: this report is incomplete"
+
+
+def worst_failure(plan: Plan) -> str:
+    worst = ", ".join(
+        f"{d.level} {d.domain} takes {d.master_loss_ratio:.0%} of {d.cluster}'s masters"
+        for d in plan.worst_domain_loss
+        if d.cluster is not None and d.domain is not None
+    )
+    return f"worst single failure: {worst or 'none (no masters placed)'}"
 
 
 def violations_table(violations: list[Violation]) -> str:
@@ -94,25 +177,4 @@ def violations_table(violations: list[Violation]) -> str:
         [v.severity, v.rule, v.message]
         for v in sorted(violations, key=lambda v: (v.severity != "hard", v.rule))
     ]
-    return _table(["SEVERITY", "RULE", "MESSAGE"], rows)
-
-
-def topology_map(plan: Plan, snapshot: Snapshot) -> str:
-    """zones > racks > nodes, each node with the shard members it will run (M = master, r = replica)."""
-    on_node: dict[str, list[str]] = defaultdict(list)
-    for a in plan.assignments:
-        if a.node:
-            mark = "M" if a.role == Role.MASTER.value else "r"
-            on_node[a.node].append(f"{mark}:{a.cluster.split('/')[-1]}/{a.shard}")
-    tree: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for node in snapshot.nodes:
-        tree[node.zone or "(no zone)"][node.rack].append(node.name)
-    lines = []
-    for zone in sorted(tree):
-        lines.append(f"zone {zone}")
-        for rack in sorted(tree[zone]):
-            lines.append(f"  rack {rack}")
-            for name in sorted(tree[zone][rack]):
-                members = " ".join(sorted(on_node.get(name, []))) or "."
-                lines.append(f"    {name:<14} {members}")
-    return "\n".join(lines)
+    return table(["SEVERITY", "RULE", "MESSAGE"], rows)

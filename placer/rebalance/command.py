@@ -5,99 +5,33 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from models.cluster import Role
-from models.errors import InputError
-from models.plan import Plan
+from models.plan import SkippedInput, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.commands.options import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_VIOLATIONS,
+    Seconds,
+    exit_code,
     fail,
+    finish,
+    input_issues,
     load_inputs,
     output_option,
     time_limit_option,
     with_source,
 )
 from placer.output import render
+from placer.rebalance.changes import Change, after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
+from solver.check import master_quorum_warnings
 from solver.solve import SolveOptions, solve
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
-    from placer.rebalance.redis_roles import RoleMismatch, RoleReading
-
-
-def change_list(plan: Plan, snapshot: Snapshot | None = None) -> list[dict[str, str]]:
-    """The changes, cheapest first: failovers (no data moves), then pod moves.
-
-    A running master is never evicted as it stands: evicting it stops writes to its slots until
-    Redis notices and promotes a replica. When the plan moves one (with ``snapshot``, which says
-    who is master now), a failover to a replica that stays put comes first, and the move carries
-    ``"afterFailover"`` so that a cut in the change list never keeps the move without it.
-    """
-    failovers = [
-        {"kind": "failover", "shard": f"{f.cluster}/{f.shard}", "from": f.from_, "to": f.to}
-        for f in plan.failovers
-    ]
-    moves_planned = [a for a in plan.assignments if a.action == "move"]
-    moving = {a.pod for a in moves_planned}
-    members = {m.key: m for m in snapshot.members} if snapshot is not None else {}
-    failing_over = {c["from"] for c in failovers}
-    moves: list[dict[str, str]] = []
-    for a in moves_planned:
-        move = {
-            "kind": "move",
-            "shard": f"{a.cluster}/{a.shard}",
-            "pod": a.pod,
-            "from": a.from_node or "",
-            "to": a.node or "",
-        }
-        member = members.get(a.pod)
-        if member is not None and member.role is Role.MASTER and not member.pod.pending:
-            if a.pod not in failing_over:
-                stay = _staying_replica(snapshot, member.shard_key, moving)  # type: ignore[arg-type]
-                if stay is not None:
-                    failovers.append(
-                        {"kind": "failover", "shard": move["shard"], "from": a.pod, "to": stay}
-                    )
-                    failing_over.add(a.pod)
-            if a.pod in failing_over:
-                move["afterFailover"] = a.pod
-        moves.append(move)
-    return failovers + moves
-
-
-def _staying_replica(snapshot: Snapshot, shard_key: str, moving: set[str]) -> str | None:
-    """A running replica of the shard that this plan leaves where it is: the one to promote."""
-    candidates = sorted(
-        m.key
-        for m in snapshot.shards.get(shard_key, [])
-        if m.role is Role.REPLICA
-        and not m.pod.pending
-        and not m.pod.deleting
-        and m.key not in moving
-    )
-    return candidates[0] if candidates else None
-
-
-def _limit(
-    changes: list[dict[str, str]], max_failovers: int | None, max_moves: int
-) -> list[dict[str, str]]:
-    failovers = [c for c in changes if c["kind"] == "failover"][
-        : max_failovers if max_failovers is not None else None
-    ]
-    kept = {c["from"] for c in failovers}
-    moves = [
-        c for c in changes if c["kind"] == "move" and c.get("afterFailover", "") in kept | {""}
-    ][:max_moves]
-    return failovers + moves
+    from placer.rebalance.redis_roles import RoleMismatch, RoleReading, View
 
 
 def _apply(
@@ -221,31 +155,21 @@ def _apply(
 
 def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
     """The Kubernetes adapter for a live run (tests substitute an in-memory one here)."""
-    from placer.kube.adapter import KubernetesAdapter
-    from placer.kube.config import load_api_client
+    from placer.inputs.live import connect
 
-    return KubernetesAdapter(load_api_client(kubeconfig, context))
+    return connect(kubeconfig, context)
 
 
 def _live_inputs(
-    policy_path: str | None, context: str | None, kubeconfig: str | None
+    policy_path: str | None, context: str | None, kubeconfig: str | None, allow_empty: bool
 ) -> tuple[Policy, Snapshot, Any]:
     """Policy, snapshot and the adapter it was read through (the one ``--apply`` acts with)."""
     from placer.inputs.files import read_policy
-    from placer.inputs.live import snapshot_from_adapter
-    from placer.kube.config import KubeConfigError
+    from placer.inputs.live import read_cluster
 
-    try:
-        policy = read_policy(policy_path)
-        try:
-            adapter = make_adapter(kubeconfig, context)
-        except KubeConfigError as exc:
-            raise InputError(
-                f"cannot reach a cluster ({exc}); pass -f FILE to plan from a dump"
-            ) from None
-        return policy, snapshot_from_adapter(adapter, policy), adapter
-    except InputError as exc:
-        fail(str(exc))
+    policy = read_policy(policy_path)
+    adapter = make_adapter(kubeconfig, context)
+    return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
 
 
 def _password(policy: Policy, password_env: str | None, password_file: str | None) -> str | None:
@@ -260,16 +184,23 @@ def _password(policy: Policy, password_env: str | None, password_file: str | Non
 
 
 def redis_roles(
-    snapshot: Snapshot, port: int, password: str | None, *, required: bool
+    snapshot: Snapshot,
+    port: int,
+    password: str | None,
+    *,
+    required: bool,
+    views: Mapping[str, View] | None = None,
 ) -> tuple[Snapshot, RoleReading]:
     """``snapshot`` with each member's role as Redis reports it (see placer.rebalance.redis_roles).
 
     ``required``: exit 2 when no pod answers (the run would otherwise act on labels
-    it was asked not to trust); otherwise the labels stand.
+    it was asked not to trust); otherwise the labels stand. ``views``: the ``CLUSTER NODES``
+    answers when the caller has read them already (they are read here otherwise).
     """
     from placer.rebalance.redis_roles import apply_roles, read_views, resolve_roles
 
-    views = read_views(snapshot.members, port, password)
+    if views is None:
+        views = read_views(snapshot.members, port, password)
     reading = resolve_roles(snapshot.members, views, port)
     if required and snapshot.running and not reading.read:
         if not reading.tried:
@@ -345,7 +276,7 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
     type=click.Path(dir_okay=False),
     help="File holding the Redis password.",
 )
-@click.option("--failover-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True)
+@click.option("--failover-timeout", type=Seconds(min=0.1), default=30.0, show_default=True)
 @click.option(
     "--report-configmap",
     default=None,
@@ -359,12 +290,13 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
     help="Push the run's metrics to a Prometheus Pushgateway.",
 )
 @output_option
-@time_limit_option
+@time_limit_option()
 def command(
     file: str | None,
     policy_path: str | None,
     context: str | None,
     kubeconfig: str | None,
+    allow_empty: bool,
     apply_: bool,
     roles_from: str,
     redis_port: int | None,
@@ -384,9 +316,9 @@ def command(
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
     adapter: Any = None
     if file is not None:
-        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     else:
-        policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig)
+        policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
     port = redis_port or policy.redis.port
     password = (
         _password(policy, password_env, password_file) if apply_ or roles_from == "redis" else None
@@ -394,23 +326,31 @@ def command(
     reading: RoleReading | None = None
     if roles_from == "redis":
         snapshot, reading = redis_roles(snapshot, port, password, required=True)
-        for issue in reading.issues:
-            click.echo(f"warning: {issue.object}: {issue.message}", err=True)
     before = audit_violations(snapshot, policy)
     plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=time_limit))
-    changes = _limit(change_list(plan, snapshot), max_failovers, max_moves)
+    planned = change_list(plan, snapshot)
+    changes = limit_changes(planned, max_failovers, max_moves)
+    after = after_changes(snapshot, policy, plan, changes)
+    skipped = input_issues(snapshot)
+    warnings = master_quorum_warnings(snapshot, policy)
     result: dict[str, Any] = {
         "apply": apply_,
         "roles": _roles_document(roles_from, reading),
         "auditBefore": [v.model_dump(by_alias=True) for v in before],
         "plan": {"status": plan.status, "objective": plan.objective, "bound": plan.bound},
         "changes": changes,
-        "violationsAfterPlan": [v.model_dump(by_alias=True) for v in plan.violations],
+        "changesLeftOut": [c for c in planned if c not in changes],
+        "violationsAfterPlan": [v.model_dump(by_alias=True) for v in after],
+        "skipped": [s.model_dump(by_alias=True) for s in skipped],
+        "warnings": warnings,
     }
-    remaining_hard = [v for v in plan.violations if v.severity == "hard"]
+    remaining_hard = [v for v in after if v.severity == "hard"]
     label_fixes = [m for m in reading.mismatches if m.confirmed] if reading and relabel else []
-    if apply_ and (changes or label_fixes):
-        from placer.inputs.live import snapshot_from_adapter
+    untrusted = any(s.severity == "error" for s in skipped)
+    if apply_ and untrusted:
+        result["notApplied"] = "the input has errors (on stderr): nothing is changed"
+    elif apply_ and (changes or label_fixes):
+        from placer.inputs.live import read_cluster
 
         result["actions"] = _apply(
             snapshot,
@@ -425,52 +365,102 @@ def command(
             failover_timeout=failover_timeout,
             label_fixes=label_fixes,
         )["actions"]
-        current = snapshot_from_adapter(adapter, policy)
+        current = read_cluster(adapter, policy, allow_empty=True)
         if roles_from == "redis":
             current, _ = redis_roles(current, port, password, required=False)
-        after = audit_violations(current, policy)
-        result["auditAfter"] = [v.model_dump(by_alias=True) for v in after]
-        remaining_hard = [v for v in after if v.severity == "hard"]
+        audited = audit_violations(current, policy)
+        result["auditAfter"] = [v.model_dump(by_alias=True) for v in audited]
+        remaining_hard = [v for v in audited if v.severity == "hard"]
         if report_configmap:
             ns, _, name = report_configmap.partition("/")
             adapter.write_configmap(ns, name, {"report.json": json.dumps(result, indent=2)})
     if pushgateway:
         _push(pushgateway, before, remaining_hard)
     if output == "table":
-        if reading is not None:
-            click.echo(
-                f"roles: from Redis ({len(reading.read)} of {len(reading.tried)} pods read"
-                + (f", {len(reading.issues)} warnings on stderr" if reading.issues else "")
-                + ")"
-            )
-            for mismatch in reading.mismatches:
-                click.echo(f"  {mismatch.message}")
-            if not reading.mismatches:
-                click.echo("  every role label matches Redis")
-            click.echo()
-        click.echo(render.violations_table(before) if before else "audit: no violations")
-        click.echo()
-        if not changes:
-            click.echo("no changes needed")
-        for i, c in enumerate(changes, 1):
-            if c["kind"] == "failover":
-                click.echo(f"{i}. failover  shard {c['shard']}: promote {c['to']} over {c['from']}")
-            else:
-                click.echo(f"{i}. move      {c['pod']}: evict from {c['from']} (target {c['to']})")
-        click.echo(f"\n{'applied' if apply_ else 'dry run: pass --apply to perform these changes'}")
-        for action in result.get("actions", []):
-            click.echo(
-                f"  {action['kind']} {action['target']}: {action['outcome']} {action.get('reason', '')}"
-            )
+        _print_table(
+            result, reading, before, changes, remaining_hard, skipped, (max_moves, max_failovers)
+        )
+    elif output in ("html", "map"):
+        from placer.output.pictures import rebalance_picture
+        from solver.check import keep_plan, worst_domain_loss
+
+        running = keep_plan(snapshot)
+        losses = worst_domain_loss(snapshot, policy, running)
+        click.echo(rebalance_picture(running, before, losses, plan, snapshot, changes, output))
     else:
         click.echo(
             json.dumps(result, indent=2)
             if output == "json"
             else render.yaml.safe_dump(result, sort_keys=False)
         )
-    if any(s.severity == "error" for s in plan.skipped):
-        sys.exit(EXIT_BAD_INPUT)
-    sys.exit(EXIT_VIOLATIONS if remaining_hard else EXIT_OK)
+    role_warnings = [
+        SkippedInput(object=i.object, message=i.message, severity="warning")
+        for i in (reading.issues if reading else [])
+    ]
+    code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
+    finish([*skipped, *role_warnings], warnings, code)
+
+
+def _print_table(
+    result: dict[str, Any],
+    reading: RoleReading | None,
+    before: list[Violation],
+    changes: list[Change],
+    remaining_hard: list[Violation],
+    skipped: list[SkippedInput],
+    caps: tuple[int, int | None],
+) -> None:
+    """The report for a person: the audit, the changes of this run, and what they leave."""
+    if reading is not None:
+        click.echo(
+            f"roles: from Redis ({len(reading.read)} of {len(reading.tried)} pods read"
+            + (f", {len(reading.issues)} warnings on stderr" if reading.issues else "")
+            + ")"
+        )
+        for mismatch in reading.mismatches:
+            click.echo(f"  {mismatch.message}")
+        if not reading.mismatches:
+            click.echo("  every role label matches Redis")
+        click.echo()
+    click.echo(render.violations_table(before) if before else "audit: no violations")
+    click.echo()
+    for i, c in enumerate(changes, 1):
+        if c["kind"] == "failover":
+            click.echo(f"{i}. failover  shard {c['shard']}: promote {c['to']} over {c['from']}")
+        else:
+            click.echo(f"{i}. move      {c['pod']}: evict from {c['from']} (target {c['to']})")
+    left_out = result["changesLeftOut"]
+    if left_out:
+        max_moves, max_failovers = caps
+        limits = f"--max-moves {max_moves}" + (
+            f", --max-failovers {max_failovers}" if max_failovers is not None else ""
+        )
+        click.echo(f"{_count(len(left_out), 'planned change')} left for later runs ({limits})")
+    if not changes and not remaining_hard:
+        click.echo("no changes needed")
+    elif remaining_hard:
+        where = " in the cluster" if "actions" in result else ""
+        when = "after these changes" if changes else "no change planned"
+        remain = "remains" if len(remaining_hard) == 1 else "remain"
+        click.echo(f"{when}: {_count(len(remaining_hard), 'hard violation')} {remain}{where}")
+        click.echo(render.violations_table(remaining_hard))
+    note = render.input_note(skipped)
+    if note:
+        click.echo(note)
+    if "notApplied" in result:
+        click.echo(f"\nnot applied: {result['notApplied']}")
+    else:
+        click.echo(
+            f"\n{'applied' if result['apply'] else 'dry run: pass --apply to perform these changes'}"
+        )
+    for action in result.get("actions", []):
+        click.echo(
+            f"  {action['kind']} {action['target']}: {action['outcome']} {action.get('reason', '')}"
+        )
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _push(url: str, before: list[Any], remaining: list[Any]) -> None:

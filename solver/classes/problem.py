@@ -148,6 +148,7 @@ def build_problem(
     policy: Policy,
     mode: Mode,
     max_variables: int | None = DEFAULT_MAX_VARIABLES,
+    movable_shards: set[str] | None = None,
 ) -> Problem:
     """The classes, groups and shards of one solve; ``max_variables=None`` leaves candidates
     unlimited (see ``limit_candidates``), for a caller that narrows them its own way first."""
@@ -162,7 +163,12 @@ def build_problem(
                 skipped.append((member, "pod is being deleted"))
             else:
                 movable.append(member)
-        elif mode == "rebalance" and not pod.deleting and pod.node_name in nodes:
+        elif (
+            mode == "rebalance"
+            and not pod.deleting
+            and pod.node_name in nodes
+            and (movable_shards is None or member.shard_key in movable_shards)
+        ):
             movable.append(member)
         else:
             fixed.append((member, nodes.get(pod.node_name or "")))
@@ -316,7 +322,7 @@ def build_problem(
 
     pruned = max_variables is not None and _limit_candidates(groups, classes, max_variables)
     return Problem(
-        pruned=pruned,
+        pruned=pruned or movable_shards is not None,
         exact=exact,
         snapshot=snapshot,
         policy=policy,

@@ -9,17 +9,10 @@ from collections import Counter, defaultdict
 
 from models.cluster import Member, Role
 from models.policy import Policy
-from solver.levels.domains import (
-    Bundle,
-    Child,
-    LevelSolution,
-    LevelSpec,
-    SolveSettings,
-    Stay,
-    solve_level,
-)
+from solver.levels.model import SolveSettings, solve_level
 from solver.levels.rooms import Rooms
 from solver.levels.shapes import Fixed, PendingShard, Shapes
+from solver.levels.spec import Bundle, Child, LevelSolution, LevelSpec, Stay
 
 
 def rack_children(rooms: Rooms, zone: str) -> list[Child]:
@@ -76,14 +69,11 @@ def rack_spec(
         )
     fixed: dict[str, Counter[int | None]] = {}
     outside: dict[str, Counter[str]] = {}
-    for f in shapes.stays:
-        if f.role is not Role.MASTER:
-            continue
-        cluster = f.member.cluster
-        child = index.get(f.node.rack) if f.node.zone == zone else None
+    for cluster, node in shapes.standing.masters:
+        child = index.get(node.rack) if node.zone == zone else None
         fixed.setdefault(cluster, Counter())[child] += 1
         if child is None:
-            outside.setdefault(cluster, Counter())[f.node.rack] += 1
+            outside.setdefault(cluster, Counter())[f"{node.zone}/{node.rack}"] += 1
     return LevelSpec(
         level="rack",
         children=children,

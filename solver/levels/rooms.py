@@ -10,13 +10,12 @@ models index by ``t``: exact for one kind of member, a valid relaxation for seve
 """
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import reduce
 
 import numpy as np
 
-from models.cluster import Node, Pod, Role
+from models.cluster import Node, Pod
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.predicates import blocking_reason, node_accepts_new_pods
@@ -105,8 +104,6 @@ class Rooms:
     """Divisors that keep aggregate capacities small and exact: every pending request is a
     multiple of its resource's unit, so ``floor(room / unit)`` loses nothing."""
     by_zone: dict[str, list[int]] = field(default_factory=dict)
-    by_rack: dict[str, list[int]] = field(default_factory=dict)
-    rack_zone: dict[str, str] = field(default_factory=dict)
     _slots: dict[tuple[int, bool], np.ndarray] = field(default_factory=dict, repr=False)
     _memory: np.ndarray | None = field(default=None, repr=False)
 
@@ -213,31 +210,27 @@ class Rooms:
 def build_rooms(
     snapshot: Snapshot,
     policy: Policy,
-    stays: list[tuple[Pod, Node, Role | None]],
+    staying_used: dict[str, list[int]],
+    staying_masters: dict[str, int],
     kinds: list[Kind],
 ) -> Rooms:
     """Rooms for the nodes that accept new members, given what stays where it is.
 
-    ``stays`` are the managed members that stay on their node (with their role); every other
-    bound pod of the snapshot stays too.
+    ``staying_used`` and ``staying_masters`` are, per node, the requests and masters of the
+    managed members that stay (solver/levels/shapes.py Standing); every other bound pod of the
+    snapshot stays too.
     """
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    used: dict[str, list[int]] = {name: list(total) for name, total in staying_used.items()}
+    hosting = set(staying_used)
     for pod in snapshot.other_pods:
         if pod.node_name:
-            total, r = used[pod.node_name], pod.requests
+            total = used.get(pod.node_name)
+            if total is None:
+                total = used[pod.node_name] = [0, 0, 0]
+            r = pod.requests
             total[CPU] += r.cpu
             total[MEMORY] += r.memory
             total[PODS] += r.pods
-    masters: dict[str, int] = defaultdict(int)
-    hosting: set[str] = set()
-    for pod, node, role in stays:
-        total, r = used[node.name], pod.requests
-        total[CPU] += r.cpu
-        total[MEMORY] += r.memory
-        total[PODS] += r.pods
-        hosting.add(node.name)
-        if role is Role.MASTER:
-            masters[node.name] += 1
     floor = utilisation_floor(snapshot, {k: v[MEMORY] for k, v in used.items()}, hosting)
     rooms: list[NodeRoom] = []
     none = [0, 0, 0]
@@ -256,7 +249,7 @@ def build_rooms(
                 free=[a.cpu - u[CPU], a.memory - u[MEMORY], a.pods - u[PODS]],
                 alloc_memory=a.memory,
                 used_memory=u[MEMORY],
-                masters=masters.get(node.name, 0),
+                masters=staying_masters.get(node.name, 0),
                 hosts_member=node.name in hosting,
                 eligible=eligible,
             )
@@ -276,6 +269,4 @@ def build_rooms(
     )
     for room in rooms:
         result.by_zone.setdefault(room.zone, []).append(room.index)
-        result.by_rack.setdefault(room.rack, []).append(room.index)
-        result.rack_zone[room.rack] = room.zone
     return result

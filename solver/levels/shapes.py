@@ -63,13 +63,27 @@ class Shape:
 
 
 @dataclass
+class Standing:
+    """What stays where it runs, summed in one walk: a large running cluster is most of the
+    input, and the levels only need these totals of it."""
+
+    used: dict[str, list[int]] = field(default_factory=dict)
+    """Per node: cpu, memory and pods of the managed members that stay."""
+    masters_on: dict[str, int] = field(default_factory=dict)
+    """Per node: masters that stay."""
+    masters: list[tuple[str, Node]] = field(default_factory=list)
+    """(Redis cluster, node) of every master that stays."""
+    pairs: dict[str, int] = field(default_factory=lambda: {"rack": 0, "zone": 0})
+    """Per level (rack, zone): replicas that stay in their staying master's domain."""
+
+
+@dataclass
 class Shapes:
     kinds: list[Kind]
     shapes: list[Shape]
     unplaceable: dict[str, str]
     """Shard key -> why no placement can be right for it (its roles are contradictory)."""
-    stays: list[Fixed]
-    """Every managed member that stays where it runs (all clusters)."""
+    standing: Standing
 
 
 def _order(member: Member) -> tuple[int, str]:
@@ -81,27 +95,15 @@ def build_shapes(snapshot: Snapshot, partial: bool) -> Shapes:
     nodes = snapshot.node_by_name
     kind_index: dict[tuple[object, ...], int] = {}
     kinds: list[Kind] = []
-    stays: list[Fixed] = []
+    standing = Standing()
     by_shape: dict[tuple[object, ...], Shape] = {}
     shapes: list[Shape] = []
     unplaceable: dict[str, str] = {}
     for shard_key, members in snapshot.shards.items():
-        fixed: list[Fixed] = []
-        pending: list[Member] = []
-        running_masters = 0
-        for m in members:
-            if m.pod.pending:
-                if not m.pod.deleting:
-                    pending.append(m)
-                continue
-            role = m.role or Role.REPLICA
-            running_masters += role is Role.MASTER
-            node = nodes.get(m.pod.node_name or "")
-            if node is not None:
-                fixed.append(Fixed(m, node, role))
-        stays.extend(fixed)
+        staying, pending, running_masters = _walk(members, nodes, standing)
         if not pending:
             continue
+        fixed = [Fixed(m, node, role) for m, node, role in staying]
         labelled_masters = sum(1 for m in pending if m.role is Role.MASTER)
         masters = running_masters + labelled_masters
         undecided = [m for m in pending if m.role is None]
@@ -148,7 +150,56 @@ def build_shapes(snapshot: Snapshot, partial: bool) -> Shapes:
             )
             shapes.append(shape)
         shape.shards.append(shard)
-    return Shapes(kinds=kinds, shapes=shapes, unplaceable=unplaceable, stays=stays)
+    return Shapes(kinds=kinds, shapes=shapes, unplaceable=unplaceable, standing=standing)
+
+
+def _walk(
+    members: list[Member], nodes: dict[str, Node], standing: Standing
+) -> tuple[list[tuple[Member, Node, Role]], list[Member], int]:
+    """One shard: its members that stay (counted into ``standing``), those to place, and how
+    many running members are masters (on a node or not)."""
+    staying: list[tuple[Member, Node, Role]] = []
+    pending: list[Member] = []
+    running_masters = 0
+    used, masters_on = standing.used, standing.masters_on
+    for m in members:
+        pod = m.pod
+        if pod.node_name is None:
+            if not pod.deleting:
+                pending.append(m)
+            continue
+        role = m.role or Role.REPLICA
+        running_masters += role is Role.MASTER
+        node = nodes.get(pod.node_name)
+        if node is None:
+            continue
+        staying.append((m, node, role))
+        total = used.get(node.name)
+        if total is None:
+            total = used[node.name] = [0, 0, 0]
+        r = pod.requests
+        total[0] += r.cpu
+        total[1] += r.memory
+        total[2] += r.pods
+        if role is Role.MASTER:
+            masters_on[node.name] = masters_on.get(node.name, 0) + 1
+            standing.masters.append((m.cluster, node))
+    _count_pairs(staying, standing.pairs)
+    return staying, pending, running_masters
+
+
+def _count_pairs(staying: list[tuple[Member, Node, Role]], pairs: dict[str, int]) -> None:
+    """Replicas that stay in the rack / zone of their shard's one staying master."""
+    masters = [node for _, node, role in staying if role is Role.MASTER]
+    if len(masters) != 1 or len(staying) < 2:
+        return
+    (master,) = masters
+    for _, node, role in staying:
+        if role is not Role.MASTER:
+            if node.rack == master.rack:
+                pairs["rack"] += 1
+            if node.zone == master.zone:
+                pairs["zone"] += 1
 
 
 def _slot_order(slot: tuple[int, Role | None]) -> tuple[int, int]:

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from models.cluster import Role
-from models.policy import LEVELS, Policy
+from models.policy import Policy
 from models.snapshot import Snapshot
-from solver.levels.domains import LevelSolution, SolveSettings
+from solver.levels.model import SolveSettings
 from solver.levels.nodes import Arrival, NodeUse, pack
 from solver.levels.racks import solve_racks
 from solver.levels.rooms import MEMORY, Rooms, build_rooms
 from solver.levels.shapes import PendingShard, Shapes, build_shapes
+from solver.levels.spec import LevelSolution
 from solver.levels.zones import solve_zones, zone_children
 from solver.placement import Placement
 
@@ -49,6 +50,9 @@ class LevelsResult:
     soft_bound: int
     """The soft objective of any placement that leaves exactly ``unplaced_bound`` pods
     unplaced is at least this (valid lower bound)."""
+    shortfall: int
+    """Domains already short of a master majority stay at least this short in all (the soft
+    bound assumes this minimum)."""
     proven: bool
     """Level one proved its optimum (its bound is tight)."""
     zone_status: str
@@ -65,8 +69,8 @@ def place_by_levels(
     started = time.monotonic()
     seconds: dict[str, float] = {}
     shapes = build_shapes(snapshot, policy.permit.allow_partial_shards)
-    stays = [(f.member.pod, f.node, f.role) for f in shapes.stays]
-    rooms = build_rooms(snapshot, policy, stays, shapes.kinds)
+    standing = shapes.standing
+    rooms = build_rooms(snapshot, policy, standing.used, standing.masters_on, shapes.kinds)
     strengths = strengths_of(policy)
     seconds["prepare"] = time.monotonic() - started
 
@@ -87,18 +91,19 @@ def place_by_levels(
             workers=options.workers,
             seed=options.seed,
             progress=options.progress,
-            phase="zones",
+            phase="level one: zones",
             hint=hint,
             hint_t=hint_t,
+            offset=_fixed_constants(shapes, policy),
         ),
         strengths,
         options.relaxed,
     )
     seconds["zones"] = time.monotonic() - tick
-    unplaced_bound, soft_bound = (
-        zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0)
+    unplaced_bound, shortfall, soft_bound = (
+        zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0, 0)
     )
-    soft_bound += _fixed_constants(snapshot, policy)
+    soft_bound += _fixed_constants(shapes, policy)
 
     failed: set[str] = set(zsol.unplaced_shards)
     by_zone: dict[str, tuple[str, Role]] = {
@@ -109,10 +114,23 @@ def place_by_levels(
 
     # Level two: racks, one zone at a time.
     tick = time.monotonic()
-    by_rack: dict[str, tuple[str, Role]] = {}
+    by_rack: dict[str, tuple[tuple[str, str | None], Role]] = {}
+    """Pod key -> ((zone, rack or None for the whole zone), role): where level three packs it."""
     zones = sorted({zone for zone, _ in by_zone.values()})
+    rack_rules = policy.rules.survive == "rack"
+    zone_scope: set[str] = set()
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
+        if not rack_rules and not any(_members_in(s, by_zone, zone) > 1 for s in shards):
+            # Every shard has one member here at most: no rack rule is in play, and packing
+            # the zone's nodes directly balances them best.
+            zone_scope.add(zone)
+            for s in shards:
+                for m in s.pending:
+                    where = by_zone.get(m.key)
+                    if where is not None and where[0] == zone:
+                        by_rack[m.key] = ((zone, None), where[1])
+            continue
         _, rsol = solve_racks(
             zone,
             by_zone,
@@ -125,7 +143,7 @@ def place_by_levels(
                 workers=options.workers,
                 seed=options.seed,
                 progress=options.progress,
-                phase=f"racks of {zone}",
+                phase=f"level two: racks of {zone}",
             ),
             zsol.t,
             strengths,
@@ -135,32 +153,37 @@ def place_by_levels(
         failed |= rsol.unplaced_shards
         children_of_zone = sorted({rooms.nodes[n].rack for n in rooms.by_zone.get(zone, [])})
         for key, (child, role) in rsol.assignment.items():
-            by_rack[key] = (children_of_zone[child], role)
+            by_rack[key] = ((zone, children_of_zone[child]), role)
     seconds["racks"] = time.monotonic() - tick
 
     # Level three: nodes, one rack at a time.
     tick = time.monotonic()
     use = NodeUse(rooms)
-    for f in shapes.stays:
-        use.shard_hosts[f.member.shard_key].add(f.node.host)
-        if f.role is Role.MASTER:
-            use.host_masters[(f.member.cluster, f.node.host)] += 1
+    for shard in pending:
+        for f in shard.fixed:
+            use.shard_hosts[shard.key].add(f.node.host)
+    for cluster, node in standing.masters:
+        use.host_masters[(cluster, node.host)] += 1
     if policy.rules.survive == "host":
         use.host_master_cap = {k: max(0, (n - 1) // 2) for k, n in masters_total.items()}
-    arrivals: dict[str, list[Arrival]] = defaultdict(list)
+    arrivals: dict[tuple[str, str | None], list[Arrival]] = defaultdict(list)
     shard_of: dict[str, PendingShard] = {}
     for shard in pending:
         if shard.key in failed:
             continue
         for member, kind in zip(shard.pending, shard.kinds, strict=True):
-            where = by_rack.get(member.key)
-            if where is None:
+            decided = by_rack.get(member.key)
+            if decided is None:
                 continue
-            arrivals[where[0]].append(Arrival(member, kind, where[1]))
+            arrivals[decided[0]].append(Arrival(member, kind, decided[1]))
             shard_of[member.key] = shard
     placement = Placement()
-    for rack in sorted(arrivals):
-        placed, missing = pack(use, rooms.by_rack.get(rack, []), arrivals[rack])
+    for scope in sorted(arrivals, key=lambda z: (z[0], z[1] or "")):
+        zone, rack = scope
+        nodes = [
+            i for i in rooms.by_zone.get(zone, []) if rack is None or rooms.nodes[i].rack == rack
+        ]
+        placed, missing = pack(use, nodes, arrivals[scope])
         for a in missing:
             failed.add(a.member.shard_key)
         for key, index in placed.items():
@@ -185,6 +208,7 @@ def place_by_levels(
         unplaceable=shapes.unplaceable,
         unplaced_bound=unplaced_bound,
         soft_bound=soft_bound,
+        shortfall=shortfall,
         proven=zsol.proven,
         zone_status=zsol.status,
         seconds=seconds,
@@ -195,9 +219,15 @@ def _touches(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: st
     return any(by_zone.get(m.key, ("",))[0] == zone for m in shard.pending)
 
 
+def _members_in(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> int:
+    """The shard's members in the zone: those placed there and those that stay there."""
+    placed = sum(1 for m in shard.pending if by_zone.get(m.key, ("",))[0] == zone)
+    return placed + sum(1 for f in shard.fixed if f.node.zone == zone)
+
+
 def _masters_total(shapes: Shapes, by_zone: dict[str, tuple[str, Role]]) -> dict[str, int]:
     """Per Redis cluster: masters after level one (those that stay and those it placed)."""
-    totals: Counter[str] = Counter(f.member.cluster for f in shapes.stays if f.role is Role.MASTER)
+    totals: Counter[str] = Counter(cluster for cluster, _ in shapes.standing.masters)
     for shape in shapes.shapes:
         for shard in shape.shards:
             for m in shard.pending:
@@ -233,31 +263,16 @@ def _zone_hint(
     return hint, min(ceiling, rooms.ceiling)
 
 
-def _fixed_constants(snapshot: Snapshot, policy: Policy) -> int:
+def _fixed_constants(shapes: Shapes, policy: Policy) -> int:
     """Soft costs of the members that stay that no level sees: pairs of them sharing a domain
     (preferred separation) and masters stacked beyond the first on a node."""
     weights = policy.weights
-    nodes = snapshot.node_by_name
+    standing = shapes.standing
     total = 0
-    masters_on: Counter[str] = Counter()
-    for members in snapshot.shards.values():
-        running = [(m, nodes[m.pod.node_name]) for m in members if m.pod.node_name in nodes]
-        masters = [(m, n) for m, n in running if m.role is Role.MASTER]
-        for _, n in masters:
-            masters_on[n.name] += 1
-        if len(masters) != 1:
-            continue
-        _, master_node = masters[0]
-        for level in LEVELS:
-            if level == "host" or policy.rules.replica_separation.strength(level) != "preferred":
-                continue
-            shared = sum(
-                1
-                for m, n in running
-                if m.role is not Role.MASTER and n.domain(level) == master_node.domain(level)
-            )
-            total += weights.separation(level) * shared
-    total += weights.master_balance * sum(max(0, n - 1) for n in masters_on.values())
+    for level in ("rack", "zone"):
+        if policy.rules.replica_separation.strength(level) == "preferred":
+            total += weights.separation(level) * standing.pairs[level]
+    total += weights.master_balance * sum(max(0, n - 1) for n in standing.masters_on.values())
     return total
 
 

@@ -7,19 +7,11 @@ all counts at this level, so its optimum is a true lower bound for them; the uti
 
 from collections import Counter
 
-from models.cluster import Role
 from models.policy import Policy
-from solver.levels.domains import (
-    Bundle,
-    Child,
-    LevelSolution,
-    LevelSpec,
-    SolveSettings,
-    Stay,
-    solve_level,
-)
+from solver.levels.model import SolveSettings, solve_level
 from solver.levels.rooms import Rooms
 from solver.levels.shapes import Shapes
+from solver.levels.spec import Bundle, Child, LevelSolution, LevelSpec, Stay
 
 
 def zone_children(rooms: Rooms) -> list[Child]:
@@ -67,16 +59,13 @@ def zone_spec(
     fixed: dict[str, Counter[int | None]] = {}
     outside: dict[str, Counter[str]] = {}
     per_rack: dict[str, Counter[str]] = {}
-    for f in shapes.stays:
-        if f.role is not Role.MASTER:
-            continue
-        cluster = f.member.cluster
-        zone = f.node.zone or ""
+    for cluster, node in shapes.standing.masters:
+        zone = node.zone or ""
         child = index.get(zone)
         fixed.setdefault(cluster, Counter())[child] += 1
         if child is None:  # a zone without room for new members still holds masters that count
             outside.setdefault(cluster, Counter())[zone] += 1
-        per_rack.setdefault(cluster, Counter())[f.node.rack] += 1
+        per_rack.setdefault(cluster, Counter())[f"{zone}/{node.rack}"] += 1
     return LevelSpec(
         level="zone",
         children=children,

@@ -25,7 +25,11 @@ def encode(pm: PlacementModel) -> None:
         if current is None:
             continue
         group = next(
-            (pm.problem.groups[g] for g in shard.groups if current in pm.problem.groups[g].members),
+            (
+                pm.problem.groups[g]
+                for g in shard.groups
+                if any(m.key == current.key for m in pm.problem.groups[g].members)
+            ),
             None,
         )
         if group is None:

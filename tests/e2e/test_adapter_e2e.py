@@ -26,6 +26,7 @@ from placer.kube.adapter import (
 )
 from placer.kube.config import load_api_client
 from placer.kube.leader import ApiLeaseClient, LeaderConfig, LeaderElector
+from placer.kube.pdb import BINDER_MANAGER, MANAGED_BY, shard_pdb
 from tests.e2e.control_plane import (
     NOT_READY_TAINT,
     ControlPlane,
@@ -373,6 +374,24 @@ def test_eviction_respects_pod_disruption_budgets(
     assert kube_adapter.evict_pod(namespace, "absent").outcome is EvictOutcome.GONE
 
 
+def test_shard_budgets_are_created_listed_and_deleted(
+    kube_adapter: KubernetesAdapter, namespace: str
+) -> None:
+    body = shard_pdb(Policy(), namespace, "c", "0", labels={MANAGED_BY: BINDER_MANAGER})
+    assert kube_adapter.create_pdb(namespace, body) == "created"
+    assert kube_adapter.create_pdb(namespace, body) == "exists"
+    (listed,) = kube_adapter.list_pdbs(namespace)
+    assert listed["kind"] == "PodDisruptionBudget" and listed["apiVersion"] == "policy/v1"
+    assert listed["spec"]["maxUnavailable"] == 1
+    assert listed["spec"]["selector"] == body["spec"]["selector"]
+    assert listed["metadata"]["labels"][MANAGED_BY] == BINDER_MANAGER
+    name = body["metadata"]["name"]
+    assert not kube_adapter.delete_pdb(namespace, name, "not-its-uid")  # uid precondition
+    assert kube_adapter.delete_pdb(namespace, name, listed["metadata"]["uid"])
+    assert not kube_adapter.delete_pdb(namespace, name)
+    assert kube_adapter.list_pdbs(namespace) == []
+
+
 # -- leader election -------------------------------------------------------------------------
 
 
@@ -459,6 +478,8 @@ def test_deploy_rbac_allows_the_binder_exactly_its_calls(
     assert lease.try_acquire_or_renew() and lease.try_acquire_or_renew()
     refused = binder.evict_pod(namespace, "p")
     assert refused.outcome is EvictOutcome.ERROR and refused.status == 403
+    with pytest.raises(Exception, match="403"):
+        binder.list_pdbs(namespace)  # only with deploy/components/manage-pdbs
 
 
 def test_deploy_rbac_allows_rebalance_exactly_its_calls(

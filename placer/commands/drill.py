@@ -1,0 +1,224 @@
+"""``redis-placer drill``: what losing a zone, rack or host does to each Redis cluster."""
+
+import json
+import sys
+from typing import cast
+
+import click
+import yaml
+
+from models.drill import DrillReport
+from models.errors import InputError
+from models.plan import Plan
+from models.policy import LEVELS, Level, Policy
+from models.snapshot import Snapshot
+from placer.commands.options import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_VIOLATIONS,
+    fail,
+    load_inputs,
+    output_option,
+    with_source,
+)
+from solver.drill import Outage, drill, every_domain, resolve_outage
+
+
+def read_plan(path: str, snapshot: Snapshot) -> Plan:
+    """A plan as ``redis-placer plan -o json`` (or yaml) wrote it, for this snapshot."""
+    from pydantic import ValidationError
+
+    from placer.inputs.files import read_text
+
+    source = "stdin" if path == "-" else path
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        raise InputError(
+            f"not JSON or YAML: {str(exc).splitlines()[0]}", obj=f"plan {source}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(
+            "must be a plan document (redis-placer plan -o json)", obj=f"plan {source}"
+        )
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "plan"
+        raise InputError(first["msg"], obj=f"plan {source}", field=where) from None
+    known = {m.key for m in snapshot.members}
+    if plan.assignments and not any(a.pod in known for a in plan.assignments):
+        raise InputError(
+            "none of its pods is in the snapshot: plan and snapshot do not belong together",
+            obj=f"plan {source}",
+        )
+    return plan
+
+
+def parse_failures(values: tuple[str, ...], snapshot: Snapshot) -> list[Outage]:
+    """Each ``--fail`` is one failure; ``LEVEL=DOMAIN,LEVEL=DOMAIN`` fail together."""
+    outages = []
+    for value in values:
+        pairs = []
+        for part in value.split(","):
+            level, sep, domain = part.strip().partition("=")
+            if not sep or not level or not domain:
+                raise InputError(
+                    f"{part.strip()!r} is not LEVEL=DOMAIN (e.g. zone=zone-a)", obj="--fail"
+                )
+            pairs.append((level, domain))
+        outages.append(resolve_outage(snapshot, pairs))
+    return outages
+
+
+def _redis_facts(
+    snapshot: Snapshot,
+    policy: Policy,
+    port: int | None,
+    password_env: str | None,
+    password_file: str | None,
+) -> tuple[Snapshot, dict[str, int], dict[str, int]]:
+    """Roles, replication offsets and slots as the pods' Redis reports them."""
+    from placer.rebalance.command import redis_roles
+    from placer.rebalance.redis_offsets import replication_offsets, served_slots
+    from placer.rebalance.redis_ops import PasswordSourceError, password_from_env_or_file
+    from placer.rebalance.redis_roles import read_views
+
+    redis_port = port or policy.redis.port
+    try:
+        password = password_from_env_or_file(
+            password_env or policy.redis.password_env,
+            password_file or policy.redis.password_file,
+        )
+    except PasswordSourceError as exc:
+        fail(str(exc))
+    views = read_views(snapshot.members, redis_port, password)
+    snapshot, reading = redis_roles(snapshot, redis_port, password, required=True, views=views)
+    for issue in reading.issues:
+        click.echo(f"warning: {issue.object}: {issue.message}", err=True)
+    offsets, problems = replication_offsets(snapshot.members, redis_port, password)
+    for pod, problem in sorted(problems.items()):
+        click.echo(
+            f"warning: pod {pod}: replication offset not read ({problem}); ranked last", err=True
+        )
+    return snapshot, offsets, served_slots(views)
+
+
+def _emit(
+    report: DrillReport,
+    snapshot: Snapshot,
+    plan: Plan | None,
+    output: str,
+    level_checked: str | None,
+) -> None:
+    if output == "json":
+        click.echo(json.dumps(report.to_json_dict(), indent=2))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(report.to_json_dict(), sort_keys=False))
+    elif output in ("html", "map"):
+        from placer.output import pictures
+
+        click.echo(pictures.drill_picture(report, snapshot, plan, output))
+    else:
+        from placer.output.drill import drill_text
+
+        click.echo(drill_text(report, level_checked))
+
+
+@click.command("drill")
+@with_source
+@click.option(
+    "--plan",
+    "plan_path",
+    default=None,
+    help="Drill this plan's placement (redis-placer plan -o json output, or - for stdin) "
+    "instead of the running pods.",
+)
+@click.option(
+    "--fail",
+    "fail_specs",
+    multiple=True,
+    metavar="LEVEL=DOMAIN[,LEVEL=DOMAIN...]",
+    help="A failure to simulate, e.g. zone=zone-a or host=node-7; domains joined by a comma "
+    "fail together. Repeat for several failures. Default: every domain of --level in turn.",
+)
+@click.option(
+    "--level",
+    type=click.Choice(list(LEVELS)),
+    default=None,
+    help="The level drilled domain by domain without --fail (default: the policy's "
+    "rules.survive, else zone).",
+)
+@click.option(
+    "--roles",
+    "roles_from",
+    type=click.Choice(["labels", "redis"]),
+    default="labels",
+    show_default=True,
+    help="labels: roles from the role label, promotion of the first reachable replica by pod "
+    "name. redis: roles, replication offsets and slots read from the pods' Redis.",
+)
+@click.option(
+    "--redis-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Redis port of the pods (default: policy redis.port, 6379).",
+)
+@click.option("--password-env", default=None, help="Env var holding the Redis password.")
+@click.option(
+    "--password-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="File holding the Redis password.",
+)
+@output_option
+def command(
+    file: str | None,
+    policy_path: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    plan_path: str | None,
+    fail_specs: tuple[str, ...],
+    level: str | None,
+    roles_from: str,
+    redis_port: int | None,
+    password_env: str | None,
+    password_file: str | None,
+    output: str,
+) -> None:
+    """Simulate losing topology domains: masters lost, majority kept, promotions, shards down.
+
+    Exit 1 when a drilled failure loses a shard or some Redis cluster's master majority.
+    """
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    offsets: dict[str, int] | None = None
+    slots: dict[str, int] | None = None
+    if roles_from == "redis":
+        snapshot, offsets, slots = _redis_facts(
+            snapshot, policy, redis_port, password_env, password_file
+        )
+    try:
+        plan = read_plan(plan_path, snapshot) if plan_path is not None else None
+        checked: Level | None = None
+        if fail_specs:
+            outages = parse_failures(fail_specs, snapshot)
+        else:
+            survive = policy.rules.survive
+            checked = cast(Level, level or (survive if survive != "none" else "zone"))
+            outages = every_domain(snapshot, plan, checked)
+    except InputError as exc:
+        fail(str(exc))
+    report = drill(snapshot, outages, plan, offsets=offsets, slots=slots, roles=roles_from)
+    if report.members == 0:
+        fail(
+            f"nothing to drill: no Redis pod has a node ({len(report.left_out)} pending or "
+            "unplaced); pass --plan to drill a plan"
+        )
+    if not outages:
+        fail(f"nothing to drill: no {checked} holds a Redis pod")
+    _emit(report, snapshot, plan, output, checked)
+    if any(s.severity == "error" for s in report.skipped):
+        sys.exit(EXIT_BAD_INPUT)
+    lost = any(f.loses_data_or_majority for f in report.failures)
+    sys.exit(EXIT_VIOLATIONS if lost else EXIT_OK)

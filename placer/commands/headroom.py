@@ -1,0 +1,169 @@
+"""``redis-placer headroom``: how many more shards of one shape fit, proven by the solver."""
+
+import json
+import sys
+import time
+
+import click
+import yaml
+
+from models.errors import InputError
+from models.headroom import Headroom, ShardShape
+from models.policy import Policy
+from models.quantity import QuantityError, cpu_millis, memory_bytes
+from models.resources import Resources
+from models.snapshot import Snapshot
+from placer.commands.options import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    StderrProgress,
+    deadline_of,
+    fail,
+    load_inputs,
+    time_limit_option,
+    with_source,
+)
+from placer.output.render import table
+from solver.headroom import headroom
+from solver.solve import SolveOptions
+
+NEW_CLUSTER = "default/headroom"
+
+
+def _bytes(n: int) -> str:
+    """A byte count in the largest binary unit that divides it (1Gi, 1536Mi)."""
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def build_shape(
+    snapshot: Snapshot,
+    size: int,
+    cpu: str | None,
+    memory: str | None,
+    cluster: str | None,
+) -> ShardShape:
+    """The shape asked for; an existing ``--cluster`` lends its pods' requests and constraints."""
+    name = cluster or NEW_CLUSTER
+    namespace, sep, label = name.partition("/")
+    if not sep or not namespace or not label or "/" in label:
+        raise InputError("must be NAMESPACE/NAME", obj="--cluster", field=name)
+    template = next((m.pod for m in snapshot.members if m.cluster == name), None)
+    try:
+        cpu_m = cpu_millis(cpu) if cpu is not None else None
+        memory_b = memory_bytes(memory) if memory is not None else None
+    except QuantityError as exc:
+        raise InputError(str(exc), obj="--cpu/--memory") from None
+    if template is None and (cpu_m is None or memory_b is None):
+        raise InputError(
+            f"Redis cluster {name} is not in the input: give --cpu and --memory "
+            "(or name an existing cluster to copy its pods' requests)",
+            obj="--cluster" if cluster else "--cpu/--memory",
+        )
+    requests = template.requests if template is not None else Resources()
+    return ShardShape(
+        size=size,
+        requests=Resources(
+            cpu=cpu_m if cpu_m is not None else requests.cpu,
+            memory=memory_b if memory_b is not None else requests.memory,
+            pods=1,
+        ),
+        cluster=name,
+        tolerations=template.tolerations if template else (),
+        node_selector=template.node_selector if template else {},
+        affinity_terms=template.affinity_terms if template else (),
+    )
+
+
+def headroom_text(answer: Headroom, policy: Policy) -> str:
+    shape = (
+        f"{answer.shard_size} x ({answer.cpu_millis}m cpu, {_bytes(answer.memory_bytes)} memory)"
+    )
+    if answer.status == "OPTIMAL":
+        proof = f"proven: no more than {answer.bound} fit"
+    else:
+        proof = f"at least {answer.shards}, at most {answer.bound}"
+    lines = [
+        f"headroom: {answer.shards} more shard(s) of {shape} for Redis cluster {answer.cluster}",
+        f"status {answer.status} ({proof}); survive: {policy.rules.survive}; "
+        f"{answer.candidates} candidate shard(s) solved in {answer.solve_seconds:.2f}s",
+        f"limited by: {answer.limited_by}",
+    ]
+    if answer.note:
+        lines.append(f"note: {answer.note}")
+    if answer.pending_ignored:
+        lines.append(
+            f"left out: {len(answer.pending_ignored)} pending pod(s) of the input "
+            "(headroom is counted on top of the running pods)"
+        )
+    rows = [[b.limit, str(b.shards), ", ".join(b.where) or "-"] for b in answer.bounds]
+    parts = ["\n".join(lines), "capacity bounds:\n" + table(["BOUND", "SHARDS", "WHERE"], rows)]
+    if answer.explanation:
+        parts.append("why not more:\n" + "\n".join(f"  {e}" for e in answer.explanation[:5]))
+    return "\n\n".join(parts)
+
+
+@click.command("headroom")
+@with_source
+@click.option(
+    "--shard-size",
+    type=click.IntRange(min=1),
+    required=True,
+    help="Members per shard (master and replicas).",
+)
+@click.option("--cpu", default=None, help="CPU request of each member (e.g. 500m).")
+@click.option("--memory", default=None, help="Memory request of each member (e.g. 4Gi).")
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="NS/NAME",
+    help=f"Redis cluster the shards join; an existing one lends its pods' requests, "
+    f"tolerations and node selectors (default: a new cluster {NEW_CLUSTER}).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "yaml"]),
+    default="table",
+    show_default=True,
+)
+@time_limit_option()
+def command(
+    file: str | None,
+    policy_path: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    shard_size: int,
+    cpu: str | None,
+    memory: str | None,
+    cluster: str | None,
+    output: str,
+    time_limit: float | None,
+) -> None:
+    """How many more shards of this shape fit with every hard rule kept (survive included),
+    proven by the solver, and which resource or rule binds first."""
+    started = time.monotonic()
+    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig)
+    if not snapshot.nodes:
+        fail("nothing to judge: the input has no nodes")
+    try:
+        shape = build_shape(snapshot, shard_size, cpu, memory, cluster)
+    except InputError as exc:
+        fail(str(exc))
+    with StderrProgress(started) as progress:
+        deadline = deadline_of(started, time_limit, policy, snapshot)
+        answer = headroom(
+            snapshot, policy, shape, SolveOptions(deadline=deadline, progress=progress)
+        )
+    if output == "json":
+        click.echo(json.dumps(answer.to_json_dict(), indent=2))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(answer.to_json_dict(), sort_keys=False))
+    else:
+        click.echo(headroom_text(answer, policy))
+    errors = [i for i in snapshot.issues if i.severity == "error"]
+    for issue in errors:
+        click.echo(f"input issue: {issue.object}: {issue.message}", err=True)
+    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)

@@ -1,0 +1,78 @@
+"""An input that holds nothing to judge is an error, never a healthy report.
+
+An empty file, empty stdin (what ``kubectl get ... | redis-placer audit -f -`` sends when kubectl
+fails), a List of other kinds, or a policy selector that matches no pod (a typo such as
+``app: valkey``) would otherwise read as "no violations". Commands accept such an input only
+with ``--allow-empty``.
+"""
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from models.errors import InputError
+from models.policy import Policy
+from models.snapshot import Snapshot
+
+ALLOW = "pass --allow-empty to accept it"
+
+
+DUMP_HINT = "dump them with `kubectl get nodes,pods -A -o yaml`"
+LIVE_HINT = "may these credentials list nodes?"
+
+
+def require_content(
+    objects: Sequence[Mapping[str, Any]],
+    snapshot: Snapshot,
+    policy: Policy,
+    source: str,
+    hint: str = DUMP_HINT,
+) -> None:
+    """Raise when ``objects`` hold no Node, or no pod that the policy's selector picks."""
+    if not snapshot.nodes:
+        raise InputError(f"{_no_nodes(objects, hint)}: nothing to judge; {ALLOW}", obj=source)
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    if any(_selected(policy, pod) for pod in pods):
+        return
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
+    if not pods:
+        found = f"no Pod objects (only {len(snapshot.nodes)} nodes)"
+    else:
+        found = f"no pod matches the policy selector {selector} ({len(pods)} pods read{_seen(policy, pods)})"
+    raise InputError(f"{found}: nothing to judge; {ALLOW}", obj=source, field="selector")
+
+
+def _no_nodes(objects: Sequence[Mapping[str, Any]], hint: str) -> str:
+    if not objects:
+        return (
+            "holds no objects (it is empty, or only comments)"
+            if hint == DUMP_HINT
+            else (f"holds no Node objects ({hint})")
+        )
+    kinds = Counter(str(o.get("kind")) for o in objects)
+    listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    return f"holds no Node objects (read {listed}; {hint})"
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _selected(policy: Policy, pod: Mapping[str, Any]) -> bool:
+    return policy.selects({str(k): str(v) for k, v in _labels(pod).items()})
+
+
+def _seen(policy: Policy, pods: Sequence[Mapping[str, Any]]) -> str:
+    """The values the selector's keys do have, which shows a typo at once."""
+    parts = []
+    for key in sorted(policy.selector):
+        values = Counter(str(_labels(p)[key]) for p in pods if key in _labels(p))
+        if values:
+            common = ", ".join(v for v, _ in values.most_common(5))
+            more = f" and {len(values) - 5} more" if len(values) > 5 else ""
+            parts.append(f"{key} is {common}{more}")
+        else:
+            parts.append(f"none has the label {key}")
+    return "; " + "; ".join(parts) if parts else ""

@@ -1,0 +1,98 @@
+"""One PodDisruptionBudget per Redis shard: a drain or an eviction takes at most one member of a
+shard at a time, so a master and its replica never go down together.
+
+Pure builders of ``policy/v1`` objects, shared by ``redis-placer pdbs`` (a YAML stream for
+``kubectl apply -f -``) and the binder's ``--manage-pdbs``.
+"""
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from models.policy import Policy
+from models.snapshot import Snapshot
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+BINDER_MANAGER = "redis-placer-binder"
+"""``managed-by`` value of the PDBs the binder creates (and may delete)."""
+NAME_LIMIT = 63
+
+
+def pdb_name(cluster: str, shard: str) -> str:
+    """``<cluster>-shard-<shard>``, made a DNS-1123 label; a hash keeps altered names unique."""
+    wanted = f"{cluster}-shard-{shard}"
+    safe = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", wanted.lower())).strip("-")
+    if safe == wanted and len(safe) <= NAME_LIMIT:
+        return safe
+    digest = hashlib.sha256(f"{cluster}\0{shard}".encode()).hexdigest()[:8]
+    head = safe[: NAME_LIMIT - len(digest) - 1].strip("-") or "shard"
+    return f"{head}-{digest}"
+
+
+def shard_selector(policy: Policy, cluster: str, shard: str) -> dict[str, str]:
+    """The labels every pod of the shard carries: the policy's selector, cluster and shard."""
+    return {**policy.selector, policy.labels.cluster: cluster, policy.labels.shard: shard}
+
+
+def shard_pdb(
+    policy: Policy,
+    namespace: str,
+    cluster: str,
+    shard: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    owner: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The PDB of one shard (``cluster`` is the cluster label value, not ``ns/name``)."""
+    metadata: dict[str, Any] = {
+        "name": pdb_name(cluster, shard),
+        "namespace": namespace,
+        "labels": {policy.labels.cluster: cluster, policy.labels.shard: shard, **(labels or {})},
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [dict(owner)]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata,
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": shard_selector(policy, cluster, shard)},
+        },
+    }
+
+
+def shard_pdbs(snapshot: Snapshot, policy: Policy) -> list[dict[str, Any]]:
+    """One PDB per shard of the snapshot, running or pending, in shard order."""
+    out = []
+    for members in snapshot.shards.values():
+        first = members[0]
+        namespace, cluster = first.cluster.split("/", 1)
+        out.append(shard_pdb(policy, namespace, cluster, first.shard))
+    return out
+
+
+def _requirement_holds(requirement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op = str(requirement.get("key")), requirement.get("operator")
+    values = requirement.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    return False
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A ``metav1.LabelSelector`` against labels. As for PDBs, an empty selector matches every
+    pod of the namespace and a missing one none."""
+    if selector is None:
+        return False
+    match = selector.get("matchLabels") or {}
+    if any(labels.get(k) != v for k, v in match.items()):
+        return False
+    return all(_requirement_holds(r, labels) for r in selector.get("matchExpressions") or [])

@@ -1,0 +1,400 @@
+"""One level of the topology tree as a CP-SAT model: how many bundles of each type go to each
+pattern of child domains.
+
+The zone level places whole pending shards into zones; the rack level, inside one zone, places
+the members the zone level sent there into its racks. Both are this model with other children:
+
+* a *bundle* is the pending members of one shard that this level places, with the shard's
+  members that stay (and where they are, if inside the parent domain);
+* a *pattern* says how many of a bundle's members of each kind and role go to each child;
+* ``x[type, pattern]`` counts the bundles of a type that take the pattern. Bundles of one type
+  are interchangeable, so the model grows with the patterns, not with the batch.
+
+The rules enter as pattern filters (distinct hosts, required separation, a shard kept alive when
+one domain fails), pattern costs (preferred separation, and a lower bound of the next level's
+separation cost), per-child capacity read from ``solver/levels/rooms.py`` tables at the
+utilisation ceiling ``t`` the model chooses, and per-cluster master counts (survive majority,
+survival cost). Every constraint holds for every real placement, so the optimum of this model is
+a valid lower bound of the objective for the terms it sees.
+"""
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from models.cluster import Role
+from models.policy import Level, Policy
+from solver.levels.patterns import bundle_types
+from solver.levels.rooms import CPU, MEMORY, PODS, Rooms
+from solver.levels.spec import UNPLACED, Bundle, BundleType, LevelSolution, LevelSpec, Pattern
+
+Progress = Callable[[str, float, float], None]
+"""Called with (phase, objective, bound) as better solutions are found."""
+
+
+@dataclass
+class SolveSettings:
+    time_limit: float
+    workers: int
+    seed: int
+    progress: Progress | None = None
+    phase: str = ""
+    hint: dict[str, tuple[int, Role]] | None = None
+    """Pod key -> (child index, role) of a known placement (greedy's): the search's start."""
+    hint_t: int | None = None
+    offset: int = 0
+    """Soft costs of what stays that the model does not count, added to what progress shows."""
+
+
+@dataclass
+class _Model:
+    model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
+    x: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    t: cp_model.IntVar | None = None
+    levels: list[tuple[int, cp_model.IntVar]] = field(default_factory=list)
+    terms: list[tuple[int, object]] = field(default_factory=list)
+    unplaced_terms: list[object] = field(default_factory=list)
+    shortfalls: list[tuple[object, int]] = field(default_factory=list)
+    """(variable, upper bound): how far a domain already short of a master majority stays short."""
+
+
+def _ceiling_sum(
+    tables: list[int], levels: list[tuple[int, cp_model.IntVar]], t_low: int
+) -> object:
+    """sum over ceilings of table[ceiling] * [t == ceiling], for the model's t indicators."""
+    return sum((tables[t - t_low] * b for t, b in levels if tables[t - t_low]), 0)
+
+
+def solve_level(
+    spec: LevelSpec, rooms: Rooms, policy: Policy, settings: SolveSettings
+) -> LevelSolution:
+    """Build and solve one level; every bundle ends in a child, or unplaced with its shard."""
+    types = bundle_types(spec, rooms, policy)
+    weights = policy.weights
+    m = _Model()
+    model = m.model
+    children = spec.children
+    load_weight = weights.load_balance
+    t_high = rooms.ceiling
+    t_low = min(max(spec.t_low, rooms.floor), t_high)
+    ceilings = list(range(t_low, t_high + 1)) if load_weight else [t_high]
+    base = rooms.floor
+    for t in ceilings:
+        m.levels.append((t, model.new_bool_var(f"t[{t}]")))
+    model.add_exactly_one(b for _, b in m.levels)
+    m.t = model.new_int_var(ceilings[0], ceilings[-1], "t")
+    model.add(m.t == sum(t * b for t, b in m.levels))
+
+    # x[type, pattern]: bundles of the type taking the pattern; the rest of the type is unplaced.
+    unplaced_pods = []
+    for bt in types:
+        n = len(bt.bundles)
+        vars_ = []
+        for pi, pattern in enumerate(bt.patterns):
+            v = model.new_int_var(0, n, f"x[{bt.index},{pi}]")
+            m.x[(bt.index, pi)] = v
+            vars_.append(v)
+            if pattern.cost:
+                m.terms.append((pattern.cost, v))
+            if pattern.unplaced:
+                unplaced_pods.append(pattern.unplaced * v)
+        placed = sum(vars_, 0)
+        model.add(placed <= n)
+        pods = len(bt.bundles[0].members)
+        unplaced_pods.append(pods * (n - placed))
+
+    # Capacity per child, at the chosen ceiling. Room beyond what the whole batch could use is
+    # cut to that, so any valid quantity (an exabyte node) keeps the coefficients small.
+    members_of_kind: Counter[int] = Counter()
+    for bt in types:
+        for kind in bt.bundles[0].kinds:
+            members_of_kind[kind] += len(bt.bundles)
+    most = {
+        r: 1
+        + sum(n * rooms.kinds[k].requests[r] // rooms.units[r] for k, n in members_of_kind.items())
+        for r in (CPU, MEMORY, PODS)
+    }
+    for ci, child in enumerate(children):
+        nodes = list(child.nodes)
+        demand: dict[int, list[object]] = defaultdict(list)
+        master_demand: dict[int, list[object]] = defaultdict(list)
+        for bt in types:
+            for pi, pattern in enumerate(bt.patterns):
+                for c, kind, role, n in pattern.counts:
+                    if c != ci:
+                        continue
+                    demand[kind].append(n * m.x[(bt.index, pi)])
+                    if role is Role.MASTER:
+                        master_demand[kind].append(n * m.x[(bt.index, pi)])
+        for kind, parts in demand.items():
+            table = _capped(
+                _sliced(rooms.table(nodes, kind), base, ceilings), members_of_kind[kind]
+            )
+            model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
+        for kind, parts in master_demand.items():
+            table = _sliced(rooms.table(nodes, kind, master=True), base, ceilings)
+            table = _capped(table, members_of_kind[kind])
+            model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
+        all_masters = [p for parts in master_demand.values() for p in parts]
+        if len(master_demand) > 1:
+            room = min(
+                sum(max(0, rooms.cap - rooms.nodes[i].masters) for i in nodes),
+                sum(members_of_kind.values()),
+            )
+            model.add(sum(all_masters, 0) <= room)
+        if len(demand) > 1:
+            units = rooms.units
+            memory = _capped(_sliced(rooms.memory_table(nodes), base, ceilings), most[MEMORY])
+            need = [
+                (rooms.kinds[k].requests[MEMORY] // units[MEMORY]) * p
+                for k, parts in demand.items()
+                for p in parts
+            ]
+            model.add(sum(need, 0) <= _ceiling_sum(memory, m.levels, ceilings[0]))
+            for resource in (CPU, PODS):
+                need = [
+                    (rooms.kinds[k].requests[resource] // units[resource]) * p
+                    for k, parts in demand.items()
+                    for p in parts
+                ]
+                model.add(sum(need, 0) <= min(rooms.total(nodes, resource), most[resource]))
+
+    # Masters per Redis cluster and child: survive's majority and the survival cost.
+    _cluster_rules(m, spec, types, policy)
+
+    m.terms.append((load_weight, m.t))
+    upper = _soft_upper_bound(spec, types, policy, t_high)
+    # Lexicographic: unplaced pods, then shortfalls of a master majority (a hard rule the
+    # running pods already break), then the soft terms.
+    big_short = upper + 1
+    big = big_short * (1 + sum(u for _, u in m.shortfalls))
+    terms = [(weight, expr) for weight, expr in m.terms if weight]
+    terms += [(big_short, short) for short, _ in m.shortfalls]
+    soft = cp_model.LinearExpr.weighted_sum([e for _, e in terms], [w for w, _ in terms])
+    model.minimize(big * sum(unplaced_pods, 0) + soft)
+
+    if settings.hint is not None:
+        _add_hint(m, types, settings, spec)
+
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.max_time_in_seconds = max(0.05, settings.time_limit)
+    params.num_workers = max(1, settings.workers)
+    params.random_seed = settings.seed
+    # One worker and a deterministic budget: the same input gives the same plan.
+    params.max_deterministic_time = max(0.05, settings.time_limit)
+    # The models are small and their LP relaxation is strong; full linearization lets one
+    # worker prove what otherwise takes a portfolio (docs/benchmarks.md).
+    params.linearization_level = 2
+    params.log_search_progress = False
+    callback = _Reporter(settings, big, big_short) if settings.progress else None
+    code = solver.solve(model, callback)
+    status = solver.status_name(code)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        unplaced_all = {b.shard.key for b in spec.bundles}
+        return LevelSolution(status, {}, unplaced_all, t_high, 0, 0, big, big_short, False)
+    assignment, unplaced = _decode(solver, m, types)
+    t_value = solver.value(m.t)
+    objective = round(solver.objective_value)
+    # The objective is integral, so the bound rounds up (a hair below, against float noise).
+    bound = math.ceil(solver.best_objective_bound - 1e-6)
+    return LevelSolution(
+        status=status,
+        assignment=assignment,
+        unplaced_shards=unplaced,
+        t=t_value,
+        objective=objective,
+        bound=min(bound, objective),
+        big=big,
+        big_short=big_short,
+        proven=code == cp_model.OPTIMAL,
+    )
+
+
+def _capped(table: list[int], most: int) -> list[int]:
+    return [min(v, most) for v in table]
+
+
+def _sliced(table: list[int], base: int, ceilings: list[int]) -> list[int]:
+    """The table's entries for the model's ceilings (tables start at rooms.floor)."""
+    start = ceilings[0] - base
+    return table[start : start + len(ceilings)]
+
+
+def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: Policy) -> None:
+    model = m.model
+    survive = policy.rules.survive
+    survival_level: Level = "zone" if survive == "none" else survive
+    weight = policy.weights.survival
+    clusters = sorted({bt.cluster for bt in types} | set(spec.fixed_masters))
+    children = range(len(spec.children))
+    for cluster in clusters:
+        cluster_types = [bt for bt in types if bt.cluster == cluster]
+        fixed = spec.fixed_masters.get(cluster, Counter())
+        fixed_total = sum(fixed.values())
+        new_in: dict[int, list[object]] = defaultdict(list)
+        new_total: list[object] = []
+        for bt in cluster_types:
+            for pi, pattern in enumerate(bt.patterns):
+                v = m.x[(bt.index, pi)]
+                if pattern.master_child is not None:
+                    new_in[pattern.master_child].append(v)
+                    new_total.append(v)
+        masters_in = {c: fixed[c] + sum(new_in[c], 0) for c in children}
+        if spec.masters_total is not None:
+            total: object = spec.masters_total.get(cluster, fixed_total)
+        else:
+            total = fixed_total + sum(new_total, 0)
+        # survive: a strict majority of masters outside any one child.
+        if survive == spec.level and (new_total or fixed_total):
+            active = None
+            if spec.masters_total is None and not fixed_total:
+                active = model.new_bool_var(f"active[{cluster}]")
+                model.add(sum(new_total, 0) >= 1).only_enforce_if(active)
+                model.add(sum(new_total, 0) == 0).only_enforce_if(active.negated())
+            domains: list[tuple[int | None, object, int]] = [
+                (c, masters_in[c], fixed[c]) for c in children if new_in[c] or fixed[c]
+            ]
+            outside = spec.fixed_outside_max.get(cluster, 0)
+            if outside:
+                domains.append((None, outside, outside))
+            bundles = sum(len(bt.bundles) for bt in cluster_types)
+            for c, inside, fixed_here in domains:
+                if fixed_total and 2 * fixed_here - fixed_total >= 0:
+                    # What runs already breaks the rule here: never worse than now, and as
+                    # little short of a majority as the placement can make it.
+                    upper = 2 * (fixed_here + bundles) + 1
+                    short = model.new_int_var(0, upper, f"short[{cluster},{c}]")
+                    model.add(short >= 2 * inside - total + 1)
+                    model.add(short <= 2 * fixed_here - fixed_total + 1)
+                    m.shortfalls.append((short, upper))
+                elif c is not None and new_in[c]:
+                    ct = model.add(2 * inside - total <= -1)
+                    if active is not None:
+                        ct.only_enforce_if(active)
+        # survive at any level: one domain holds a master at least, so a strict majority
+        # outside it needs three masters or more.
+        if survive != "none" and spec.masters_total is None and not fixed_total and new_total:
+            active = model.new_bool_var(f"any_master[{cluster}]")
+            model.add(sum(new_total, 0) >= 1).only_enforce_if(active)
+            model.add(sum(new_total, 0) == 0).only_enforce_if(active.negated())
+            model.add(sum(new_total, 0) >= 3).only_enforce_if(active)
+        # survival: the masters the worst single failure takes, per cluster. Exact at its own
+        # level; one level up, a child's masters spread over its sub-domains at best.
+        if not weight or not (new_total or fixed_total):
+            continue
+        if survival_level not in (spec.level, spec.sub_level):
+            continue
+        upper = fixed_total + sum(len(bt.bundles) for bt in cluster_types)
+        most = model.new_int_var(0, upper, f"worst[{cluster}]")
+        if survival_level == spec.level:
+            model.add(most >= spec.fixed_outside_max.get(cluster, 0))
+            for c in children:
+                model.add(most >= masters_in[c])
+        else:
+            model.add(most >= spec.fixed_sub_masters.get(cluster, 0))
+            for c in children:
+                model.add(max(1, spec.children[c].sub_domains) * most >= masters_in[c])
+        m.terms.append((weight, most))
+
+
+def _soft_upper_bound(spec: LevelSpec, types: list[BundleType], policy: Policy, t_high: int) -> int:
+    """More than any placement's soft cost at this level, so one unplaced pod outweighs it all."""
+    w = policy.weights
+    pods = sum(len(bt.bundles) * len(bt.bundles[0].members) for bt in types)
+    masters = sum(len(bt.bundles) for bt in types) + sum(
+        sum(c.values()) for c in spec.fixed_masters.values()
+    )
+    costliest = max((p.cost for bt in types for p in bt.patterns), default=0)
+    bundles = sum(len(bt.bundles) for bt in types)
+    return w.survival * (masters + 1) + costliest * bundles + w.load_balance * (t_high + 1) + pods
+
+
+def _add_hint(m: _Model, types: list[BundleType], settings: SolveSettings, spec: LevelSpec) -> None:
+    hint = settings.hint or {}
+    index = {(bt.index, p.counts): pi for bt in types for pi, p in enumerate(bt.patterns)}
+    counts: Counter[tuple[int, int]] = Counter()
+    for bt in types:
+        for bundle in bt.bundles:
+            if not all(member.key in hint for member in bundle.members):
+                continue
+            pattern_counts: Counter[tuple[int, int, Role]] = Counter()
+            for member, kind in zip(bundle.members, bundle.kinds, strict=True):
+                child, role = hint[member.key]
+                pattern_counts[(child, kind, role)] += 1
+            key = tuple(sorted((c, k, r, n) for (c, k, r), n in pattern_counts.items()))
+            pi = index.get((bt.index, key))
+            if pi is not None:
+                counts[(bt.index, pi)] += 1
+    for key, var in m.x.items():
+        m.model.add_hint(var, counts.get(key, 0))
+    if settings.hint_t is not None:
+        for t, b in m.levels:
+            m.model.add_hint(b, int(t == settings.hint_t))
+
+
+def _decode(
+    solver: cp_model.CpSolver, m: _Model, types: list[BundleType]
+) -> tuple[dict[str, tuple[int, Role]], set[str]]:
+    """Concrete members for the counts: bundles of a type in a stable order, patterns in order."""
+    assignment: dict[str, tuple[int, Role]] = {}
+    unplaced: set[str] = set()
+    for bt in types:
+        bundles = sorted(bt.bundles, key=lambda b: b.shard.key)
+        cursor = 0
+        for pi, pattern in enumerate(bt.patterns):
+            count = int(solver.value(m.x[(bt.index, pi)]))
+            for bundle in bundles[cursor : cursor + count]:
+                _assign(bundle, pattern, assignment)
+                if pattern.unplaced == len(bundle.members):
+                    unplaced.add(bundle.shard.key)
+            cursor += count
+        for bundle in bundles[cursor:]:
+            unplaced.add(bundle.shard.key)
+    return assignment, unplaced
+
+
+def _assign(bundle: Bundle, pattern: Pattern, out: dict[str, tuple[int, Role]]) -> None:
+    """Hand the pattern's (child, kind, role) counts to the bundle's members."""
+    wanted: dict[tuple[int, Role], list[int]] = defaultdict(list)
+    for child, kind, role, n in pattern.counts:
+        wanted[(kind, role)].extend([child] * n)
+    # Labelled roles take their own entries first; undecided members take what is left.
+    order = sorted(
+        range(len(bundle.members)),
+        key=lambda i: (bundle.roles[i] is None, bundle.members[i].key),
+    )
+    for i in order:
+        kind, role = bundle.kinds[i], bundle.roles[i]
+        options = [role] if role is not None else [Role.MASTER, Role.REPLICA]
+        for r in options:
+            slots = wanted.get((kind, r))
+            if slots:
+                child = slots.pop(0)
+                if child != UNPLACED:
+                    out[bundle.members[i].key] = (child, r)
+                break
+
+
+class _Reporter(cp_model.CpSolverSolutionCallback):
+    """Each better solution, in the plan's own terms: the soft objective (with the costs of what
+    stays, ``settings.offset``) and its bound, the phase naming pods still unplaced."""
+
+    def __init__(self, settings: SolveSettings, big: int, big_short: int) -> None:
+        super().__init__()
+        self.settings = settings
+        self.big, self.big_short = big, big_short
+
+    def on_solution_callback(self) -> None:
+        assert self.settings.progress is not None
+        unplaced, rest = divmod(round(self.objective_value), self.big)
+        objective = rest % self.big_short + self.settings.offset
+        bound_unplaced, bound_rest = divmod(math.ceil(self.best_objective_bound - 1e-6), self.big)
+        bound = (
+            bound_rest % self.big_short + self.settings.offset if bound_unplaced == unplaced else 0
+        )
+        phase = self.settings.phase + (f" ({unplaced} pods unplaced)" if unplaced else "")
+        self.settings.progress(phase, float(objective), float(bound))

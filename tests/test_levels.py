@@ -1,0 +1,302 @@
+"""The levels formulation (solver/levels/): its pieces on known answers, and its placements on
+random clusters judged by the independent checker."""
+
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.cluster import Role
+from models.plan import Plan
+from models.policy import Policy
+from models.snapshot import Snapshot
+from solver.check import check_plan, evaluate_objective
+from solver.greedy import greedy_placement, greedy_plan
+from solver.levels.patterns import MAX_PATTERNS, bundle_types
+from solver.levels.rooms import build_rooms
+from solver.levels.shapes import build_shapes
+from solver.levels.spec import Bundle, LevelSpec
+from solver.levels.topdown import LevelsOptions, place_by_levels
+from solver.levels.zones import zone_spec
+from solver.placement import Placement, to_plan
+from solver.solve import SolveOptions, solve
+from tests.bruteforce import brute_force_optimum
+from tests.kube_dicts import node, other_pod, redis_pod, snapshot
+
+MEDIUM = settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def three_zones(per_zone: int = 2, memory: str = "16Gi") -> list[dict[str, Any]]:
+    return [
+        node(f"{z}{i}", z, f"{z}-r{i % 2}", memory=memory) for z in "abc" for i in range(per_zone)
+    ]
+
+
+def new_shards(
+    count: int, size: int = 3, cluster: str = "c", memory: str = "1Gi"
+) -> list[dict[str, Any]]:
+    return [
+        redis_pod(f"{cluster}-{s}-{r}", cluster, s, None, memory=memory)
+        for s in range(count)
+        for r in range(size)
+    ]
+
+
+def levels(snap: Snapshot, policy: Policy, seconds: float = 10.0) -> Placement:
+    """The levels' placement, with the shards a level could not finish completed by greedy, as
+    the solver weighs it."""
+    result = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + seconds, 1, 0))
+    if not result.failed:
+        return result.placement
+    return greedy_placement(snap, policy, start=result.placement, shards=result.failed)
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def test_identical_new_shards_are_one_shape() -> None:
+    snap = snapshot(three_zones(), new_shards(50))
+    shapes = build_shapes(snap, partial=False)
+    assert len(shapes.shapes) == 1
+    assert shapes.shapes[0].count == 50
+    assert len(shapes.kinds) == 1
+
+
+def test_a_shard_with_a_running_member_is_its_own_shape() -> None:
+    pods = [
+        *new_shards(3),
+        redis_pod("c-9-0", "c", 9, "master", node="a0"),
+        redis_pod("c-9-1", "c", 9, None),
+    ]
+    shapes = build_shapes(snapshot(three_zones(), pods), partial=False)
+    assert sorted(s.count for s in shapes.shapes) == [1, 3]
+    lone = next(s for s in shapes.shapes if s.count == 1)
+    assert lone.slots == ((0, Role.REPLICA),)  # the running master decides the new pod's role
+
+
+def test_a_shard_with_no_master_to_be_is_unplaceable_with_a_reason() -> None:
+    """Only replicas, none running: placing them would make a shard without a master."""
+    pods = [redis_pod("c-1-0", "c", 1, "replica"), redis_pod("c-1-1", "c", 1, "replica")]
+    shapes = build_shapes(snapshot(three_zones(), pods), partial=False)
+    assert "no master" in shapes.unplaceable["default/c/1"]
+    assert shapes.shapes == []
+
+
+def test_slot_tables_count_members_under_each_ceiling() -> None:
+    """A 10Gi node with 4Gi used takes a 1Gi member under 50 % once, under 70 % three times."""
+    nodes = [node("a0", "a", "a-r0", memory="10Gi")]
+    snap = snapshot(nodes, [other_pod("web", "a0", "100m", "4Gi"), *new_shards(1, size=1)])
+    shapes = build_shapes(snap, partial=False)
+    rooms = build_rooms(snap, Policy(), {}, {}, shapes.kinds)
+    assert rooms.floor == 0
+    table = rooms.table([0], 0)
+    assert table[49] == 0  # 5Gi would be 50 %
+    assert table[50] == 1
+    assert table[70] == 3
+    assert table[100] == 6
+
+
+def test_three_members_over_three_zones_have_eighteen_patterns() -> None:
+    """Master in one of 3 zones, two replicas as a multiset over 3 zones (6): 18; with two
+    hosts per zone, the 3 that put all members in one zone go."""
+    snap = snapshot(three_zones(per_zone=2), new_shards(2))
+    policy = Policy.model_validate({"rules": {"replicaSeparation": {"zone": "preferred"}}})
+    shapes = build_shapes(snap, partial=False)
+    rooms = build_rooms(snap, policy, {}, {}, shapes.kinds)
+    spec = zone_spec(shapes, rooms, policy, {"rack": "preferred", "zone": "preferred"}, frozenset())
+    (bt,) = bundle_types(spec, rooms, policy)
+    assert len(bt.patterns) == 15
+    roomy = snapshot(three_zones(per_zone=3), new_shards(2))
+    shapes = build_shapes(roomy, partial=False)
+    rooms = build_rooms(roomy, policy, {}, {}, shapes.kinds)
+    spec = zone_spec(shapes, rooms, policy, {"rack": "preferred", "zone": "preferred"}, frozenset())
+    (bt,) = bundle_types(spec, rooms, policy)
+    assert len(bt.patterns) == 18 <= MAX_PATTERNS
+
+
+def test_required_zone_separation_and_survive_filter_patterns() -> None:
+    snap = snapshot(three_zones(), new_shards(1))
+    policy = Policy.model_validate(
+        {"rules": {"replicaSeparation": {"zone": "required"}, "survive": "zone"}}
+    )
+    shapes = build_shapes(snap, partial=False)
+    rooms = build_rooms(snap, policy, {}, {}, shapes.kinds)
+    spec: LevelSpec = zone_spec(
+        shapes, rooms, policy, {"rack": "preferred", "zone": "required"}, frozenset()
+    )
+    (bt,) = bundle_types(spec, rooms, policy)
+    for pattern in bt.patterns:
+        assert pattern.master_child is not None
+        replica_zones = [
+            c for c, _, role, n in pattern.counts for _ in range(n) if role is Role.REPLICA
+        ]
+        assert pattern.master_child not in replica_zones
+    assert isinstance(bt.bundles[0], Bundle)
+
+
+def test_replicas_leave_their_masters_zone_and_masters_balance() -> None:
+    snap = snapshot(three_zones(per_zone=4), new_shards(6))
+    policy = Policy()
+    placement = levels(snap, policy)
+    plan = to_plan(snap, placement, "place", "FEASIBLE")
+    assert not [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+    zones = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        for n in three_zones(4)
+    }
+    for s in range(6):
+        master = zones[placement.node[f"default/c-{s}-0"]]
+        assert all(zones[placement.node[f"default/c-{s}-{r}"]] != master for r in (1, 2))
+    terms = evaluate_objective(snap, policy, plan)
+    assert terms["survival"] == 100 * 2  # 6 masters, at most 2 in any zone
+    assert terms["zone"] == terms["rack"] == 0
+
+
+def test_level_one_bound_never_exceeds_the_true_optimum() -> None:
+    """On an instance small enough to enumerate, the zone model's bound is at most the optimum."""
+    nodes = [
+        node("a0", "a", "a-r0", memory="4Gi"),
+        node("a1", "a", "a-r1", memory="8Gi"),
+        node("b0", "b", "b-r0", memory="4Gi"),
+        node("c0", "c", "c-r0", memory="2Gi"),
+    ]
+    pods = new_shards(2, size=2, memory="1Gi")
+    snap = snapshot(nodes, pods)
+    policy = Policy()
+    best = brute_force_optimum(snap, policy)
+    result = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 10, 1, 0))
+    assert best is not None
+    assert result.unplaced_bound == 0
+    assert result.soft_bound <= best
+
+
+# --------------------------------------------------------------------------- random clusters
+
+
+@st.composite
+def medium_clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """10 to 60 nodes over 1-4 zones and 1-4 racks each, mixed sizes, some tainted or labelled;
+    1-25 shards of 1-5 members in 1-3 Redis clusters, some running already, of 1-3 sizes."""
+    zones = draw(st.integers(1, 4))
+    racks = draw(st.integers(1, 4))
+    count = draw(st.integers(10, 60))
+    nodes = []
+    for i in range(count):
+        zone = "abcd"[i % zones]
+        extra: dict[str, Any] = {}
+        if draw(st.integers(0, 9)) == 0:
+            extra["taints"] = ["dedicated=other:NoSchedule"]
+        if draw(st.integers(0, 4)) == 0:
+            extra["labels"] = {"disk": "ssd"}
+        nodes.append(
+            node(
+                f"n{i:02d}",
+                zone,
+                f"{zone}-r{(i // zones) % racks}",
+                cpu=draw(st.sampled_from(["4", "8", "16"])),
+                memory=draw(st.sampled_from(["8Gi", "16Gi", "32Gi"])),
+                **extra,
+            )
+        )
+    pods: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 3))):
+        pods.append(other_pod(f"web-{i}", f"n{i:02d}", "1", "2Gi"))
+    clusters = draw(st.integers(1, 3))
+    used: set[str] = set()
+    for s in range(draw(st.integers(1, 25))):
+        cluster = f"k{s % clusters}"
+        size = draw(st.integers(1, 5))
+        memory = draw(st.sampled_from(["1Gi", "2Gi", "4Gi"]))
+        labelled = draw(st.booleans())
+        selector = {"disk": "ssd"} if draw(st.integers(0, 7)) == 0 else None
+        running = draw(st.integers(0, 6)) == 0
+        for r in range(size):
+            role = ("master" if r == 0 else "replica") if labelled or running else None
+            bound = None
+            if running and r < size - 1:
+                candidates = [f"n{i:02d}" for i in range(count) if f"n{i:02d}" not in used]
+                if candidates:
+                    bound = draw(st.sampled_from(candidates))
+                    used.add(bound)
+            extra = {"nodeSelector": selector} if selector and bound is None else {}
+            pods.append(
+                redis_pod(
+                    f"{cluster}-{s}-{r}", cluster, s, role, memory=memory, node=bound, **extra
+                )
+            )
+    return nodes, pods
+
+
+@st.composite
+def medium_policies(draw: st.DrawFn) -> Policy:
+    return Policy.model_validate(
+        {
+            "rules": {
+                "maxMastersPerNode": draw(st.integers(1, 2)),
+                "replicaSeparation": {
+                    "rack": draw(st.sampled_from(["required", "preferred", "ignore"])),
+                    "zone": draw(st.sampled_from(["required", "preferred", "preferred", "ignore"])),
+                },
+                "survive": draw(st.sampled_from(["none", "none", "zone", "rack", "host"])),
+            },
+            "permit": {"allowPartialShards": draw(st.integers(0, 5)) == 0},
+        }
+    )
+
+
+def _broken_clusters(violations: list[Any]) -> set[str]:
+    """(domain, cluster) pairs a survive violation names as short of a master majority."""
+    out = set()
+    for v in violations:
+        if v.rule == "survive" and "masters alive" in v.message:
+            domain = v.message.split(" leaves ")[0]
+            for part in v.message.split("cluster ")[1:]:
+                out.add(f"{domain}: {part.split(' ')[0]}")
+    return out
+
+
+@MEDIUM
+@given(medium_clusters(), medium_policies())
+def test_levels_placements_keep_every_hard_rule(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], policy: Policy
+) -> None:
+    """No hard violation involves a pod the levels place, except a master majority that the
+    running pods had broken already in that domain (place mode cannot move them)."""
+    snap = snapshot(*cluster, policy=policy)
+    placement = levels(snap, policy)
+    plan = to_plan(snap, placement, "place", "FEASIBLE")
+    running_only = to_plan(snap, Placement(), "place", "FEASIBLE")
+    before = [v for v in check_plan(snap, policy, running_only) if v.severity == "hard"]
+    already = _broken_clusters(before)
+    pending = {m.key for m in snap.pending}
+    added = [
+        v
+        for v in check_plan(snap, policy, plan)
+        if v.severity == "hard"
+        and set(v.pods) & pending
+        and not (_broken_clusters([v]) and _broken_clusters([v]) <= already)
+    ]
+    assert added == [], added
+
+
+@MEDIUM
+@given(medium_clusters(), medium_policies())
+def test_solve_is_never_worse_than_greedy_on_random_clusters(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], policy: Policy
+) -> None:
+    """Placed pods, then hard violations, then the objective: the plan is at least greedy's."""
+    snap = snapshot(*cluster, policy=policy)
+    plan = solve(snap, policy, "place", SolveOptions(time_limit=10))
+    baseline = greedy_plan(snap, policy)
+
+    def rank(p: Plan) -> tuple[int, int, float]:
+        hard = sum(1 for v in check_plan(snap, policy, p) if v.severity == "hard")
+        return (len(p.unplaced), hard, evaluate_objective(snap, policy, p)["total"])
+
+    assert rank(plan) <= rank(baseline)
+    assert plan.bound <= plan.objective
+    if plan.status == "OPTIMAL":
+        assert plan.objective == plan.bound

@@ -1,0 +1,74 @@
+"""Why a pod is not placed, in words a user can act on (solver/solve.py, solver/explain.py).
+
+Each test states the message the plan owes its reader.
+"""
+
+import re
+
+from models.plan import Plan
+from models.policy import Policy
+from solver.solve import SolveOptions, solve
+from tests.kube_dicts import node, redis_pod, snapshot
+
+OPTIONS = SolveOptions(time_limit=5, workers=1)
+SHARD = re.compile(r"default/[a-z]+/\d+")
+
+
+def three_nodes() -> list[dict[str, object]]:
+    return [node(f"n{i}", "abc"[i], f"r{i}") for i in range(3)]
+
+
+def survive_zone_with_two_masters() -> Plan:
+    """Two shards of two in two zones: with survive zone, losing either zone leaves 1 of 2."""
+    nodes = [node(f"n{i}", "ab"[i % 2], f"r{i}") for i in range(4)]
+    pods = [redis_pod(f"s-{s}-{k}", "s", s, None) for s in range(2) for k in range(2)]
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    return solve(snapshot(nodes, pods, policy), policy, "place", OPTIONS)
+
+
+def masters_beyond_nodes() -> Plan:
+    """Five one-pod shards, three nodes, one master per node: two shards cannot be placed."""
+    pods = [redis_pod(f"c-{s}-0", "c", s, None) for s in range(5)]
+    return solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
+
+
+def test_each_pod_is_told_about_its_own_shard() -> None:
+    plan = survive_zone_with_two_masters()
+    shard_of = {a.pod: f"{a.cluster}/{a.shard}" for a in plan.assignments}
+    assert plan.unplaced
+    for u in plan.unplaced:
+        named = set(SHARD.findall(u.reason))
+        assert not named or shard_of[u.pod] in named, (u.pod, u.reason)
+
+
+def test_a_shard_with_more_members_than_hosts_says_how_many_it_needs() -> None:
+    pods = [redis_pod(f"big-{k}", "big", 0, None) for k in range(41)]
+    plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
+    assert len(plan.unplaced) == 41
+    for u in plan.unplaced:
+        assert "41 distinct hosts" in u.reason and re.search(r"\b3\b", u.reason), u.reason
+
+
+def test_survive_with_two_masters_says_a_majority_is_impossible() -> None:
+    plan = survive_zone_with_two_masters()
+    assert plan.unplaced
+    for u in plan.unplaced:
+        assert "2 masters can never keep a majority after losing one" in u.reason, u.reason
+        assert "at least 3 masters" in u.reason and "master-exclusivity" not in u.reason
+
+
+def test_conflicting_rules_fill_the_explanation() -> None:
+    """A conflict is said in the plan too, not only per pod."""
+    plan = masters_beyond_nodes()
+    assert len(plan.unplaced) == 2
+    assert plan.explanation
+    assert any("master-exclusivity" in line for line in plan.explanation)
+    assert plan.to_json_dict()["explanation"] == plan.explanation
+
+
+def test_a_pod_no_node_accepts_gets_the_filter_tally() -> None:
+    """kube-scheduler's style of tally, per pod."""
+    pods = [redis_pod("huge-0-0", "huge", 0, None, memory="64Gi")]
+    plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
+    [u] = plan.unplaced
+    assert "0/3 nodes are available: 3 insufficient memory" in u.reason
