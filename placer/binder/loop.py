@@ -57,8 +57,8 @@ DEFAULT_RELATIVE_GAP = 0.01
 the last fraction of a percent took most of a 5 s budget on batches of a hundred shards."""
 FIRST_SECONDS_PER_POD = {"cp-sat": 0.005, "greedy": 0.002}
 """What a pending pod costs the solver, until its own solves say (then an average of them): a
-first batch of about 100 pods for CP-SAT, whose batches of 90-300 pods into 1,000 nodes took
-0.7-0.8 s where 24-48 took 2-7 s (docs/benchmarks.md, On a real API server)."""
+first batch of about 100 pods for CP-SAT, where a solve's fixed cost is not paid for a handful
+(docs/benchmarks.md, On a real API server)."""
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
 STEP_INTERVAL = 0.1

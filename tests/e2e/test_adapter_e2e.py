@@ -224,8 +224,11 @@ def test_gated_pod_is_pinned_and_ungated_in_one_update(
     assert pinned_terms(stored) == [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [first]}]}
     ]
+    # The pod as read, passed along: kube-scheduler may bind it (a newer version) any moment.
+    current = kube_adapter.get_pod(namespace, "g")
+    assert current is not None
     again = kube_adapter.pin_and_ungate(
-        namespace, "g", first, GATE, stored["metadata"]["resourceVersion"]
+        namespace, "g", first, GATE, current["metadata"]["resourceVersion"], current
     )
     assert again.outcome is PatchOutcome.NOT_GATED
     if control_plane.scheduler_running:
