@@ -1,11 +1,11 @@
 """``redis-placer plan``: solve the placement of the pending pods and print the plan."""
 
-import time
 from typing import cast
 
 import click
 
 from models.plan import Mode
+from placer import command_started
 from placer.commands.options import (
     StderrProgress,
     completed,
@@ -58,7 +58,7 @@ def command(
     seed: int | None,
 ) -> None:
     """Solve the placement and print the plan (within --time-limit, reading included)."""
-    started = time.monotonic()
+    started = command_started()
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     with StderrProgress(started) as progress:
         result = solve(

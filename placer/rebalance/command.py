@@ -13,8 +13,10 @@ import click
 from models.plan import SkippedInput, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
+from placer import command_started
 from placer.commands.options import (
     Seconds,
+    deadline_of,
     exit_code,
     fail,
     finish,
@@ -312,6 +314,7 @@ def command(
     time_limit: float | None,
 ) -> None:
     """Audit and fix placement: failovers first, evictions second. Dry-run unless --apply."""
+    started = command_started()
     if apply_ and file is not None:
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
     adapter: Any = None
@@ -327,7 +330,8 @@ def command(
     if roles_from == "redis":
         snapshot, reading = redis_roles(snapshot, port, password, required=True)
     before = audit_violations(snapshot, policy)
-    plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=time_limit))
+    deadline = deadline_of(started, time_limit, policy, snapshot)
+    plan = solve(snapshot, policy, "rebalance", SolveOptions(deadline=deadline))
     planned = change_list(plan, snapshot)
     changes = limit_changes(planned, max_failovers, max_moves)
     after = after_changes(snapshot, policy, plan, changes)
