@@ -29,6 +29,11 @@ from models.resources import Resources
 from models.snapshot import Issue, Snapshot
 
 SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
+ROLE_ANNOTATION = "redis-placer.io/role"
+"""The role the binder's plan gave a pod, written in the same request as its node (a Binding's
+annotations, or the pin). A pod's role label, when it has one, comes first."""
+BATCH_ANNOTATION = "redis-placer.io/batch"
+"""Which of the binder's solves placed the pod (the ``batch=`` of its log lines)."""
 SINGLE_ZONE = "(one zone)"
 """The zone of every node when the policy names no zone label (``topology.zone: ""``). Label
 values cannot hold spaces or parentheses, so it never meets a real zone."""
@@ -552,12 +557,15 @@ def build_snapshot(
                 others.append(pod)
             continue
         raw_role = pod.labels.get(keys.role)
+        where = f"label {keys.role}"
+        if raw_role is None and ROLE_ANNOTATION in pod.annotations:
+            raw_role, where = pod.annotations[ROLE_ANNOTATION], f"annotation {ROLE_ANNOTATION}"
         role = _role(raw_role)
         if raw_role is not None and role is None:
             issues.append(
                 Issue(
                     object=f"pod {pod.key}",
-                    message=f"label {keys.role}={raw_role!r} is not master, replica or slave: pod skipped",
+                    message=f"{where}={raw_role!r} is not master, replica or slave: pod skipped",
                 )
             )
             if not pod.pending:

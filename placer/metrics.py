@@ -65,6 +65,12 @@ class Metrics:
             ["level"],
             registry=r,
         )
+        self.deferred_dropped = Counter(
+            PREFIX + "deferred_writes_dropped",
+            "Events and role labels dropped because the background queue was full.",
+            ["kind"],
+            registry=r,
+        )
         self.leader = Gauge(
             PREFIX + "leader", "1 while this replica holds the leader Lease.", registry=r
         )

@@ -8,7 +8,7 @@ resourceVersion-guarded pins, so what passes here is what a real API server woul
 
 import copy
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from solver.check import audit, check_plan
 from tests.kube_dicts import node, redis_pod
 
 T0 = 1000.0
+Annotations = Mapping[str, str] | None
 SHARD_SIZE = "redis-placer.io/shard-size"
 GREEDY = BinderConfig(solver="greedy")
 
@@ -134,9 +135,11 @@ def _record_binds(fake: FakeKubeAdapter, monkeypatch: pytest.MonkeyPatch) -> lis
     attempts: list[PodKey] = []
     bind = fake.bind_pod
 
-    def recording(namespace: str, name: str, uid: str | None, target: str) -> BindResult:
+    def recording(
+        namespace: str, name: str, uid: str | None, target: str, annotations: Annotations = None
+    ) -> BindResult:
         attempts.append((namespace, name))
-        return bind(namespace, name, uid, target)
+        return bind(namespace, name, uid, target, annotations)
 
     monkeypatch.setattr(fake, "bind_pod", recording)
     return attempts
@@ -413,10 +416,13 @@ def test_restart_mid_batch_new_binder_finishes_without_rebinding(
     policy = Policy()
     bind = fake.bind_pod
 
-    def dies_after_four(namespace: str, name: str, uid: str | None, target: str) -> BindResult:
-        if len(fake.binds) >= 4:
-            raise RuntimeError("binder A killed")
-        return bind(namespace, name, uid, target)
+    def dies_after_four(
+        namespace: str, name: str, uid: str | None, target: str, annotations: Annotations = None
+    ) -> BindResult:
+        with fake._lock:  # the count and the write as one step, whichever thread writes
+            if len(fake.binds) >= 4:
+                raise RuntimeError("binder A killed")
+            return bind(namespace, name, uid, target, annotations)
 
     monkeypatch.setattr(fake, "bind_pod", dies_after_four)
     a = Binder(fake, policy)
@@ -458,9 +464,10 @@ def test_restart_mid_batch_in_gate_mode_pins_each_pod_once(
     pin = fake.pin_and_ungate
 
     def dies_after_two(*args: Any, **kwargs: Any) -> PatchResult:
-        if sum(_pin_writes(fake).values()) >= 2:
-            raise RuntimeError("binder A killed")
-        return pin(*args, **kwargs)
+        with fake._lock:  # the count and the write as one step, whichever thread writes
+            if sum(_pin_writes(fake).values()) >= 2:
+                raise RuntimeError("binder A killed")
+            return pin(*args, **kwargs)
 
     monkeypatch.setattr(fake, "pin_and_ungate", dies_after_two)
     a = Binder(fake, policy, config)
@@ -519,10 +526,13 @@ def test_restart_mid_batch_finishes_a_shard_whose_roles_the_solver_chose(
     fake = FakeKubeAdapter(nodes=_nodes(6), pods=_shard(0, roles=False))
     bind = fake.bind_pod
 
-    def dies_after_two(namespace: str, name: str, uid: str | None, target: str) -> BindResult:
-        if len(fake.binds) >= 2:
-            raise RuntimeError("binder A killed")
-        return bind(namespace, name, uid, target)
+    def dies_after_two(
+        namespace: str, name: str, uid: str | None, target: str, annotations: Annotations = None
+    ) -> BindResult:
+        with fake._lock:  # the count and the write as one step, whichever thread writes
+            if len(fake.binds) >= 2:
+                raise RuntimeError("binder A killed")
+            return bind(namespace, name, uid, target, annotations)
 
     monkeypatch.setattr(fake, "bind_pod", dies_after_two)
     a = Binder(fake, Policy(), GREEDY)
@@ -554,12 +564,14 @@ def _bound_elsewhere_first(
     attempts: list[PodKey] = []
     bind = fake.bind_pod
 
-    def racing(namespace: str, name: str, uid: str | None, target: str) -> BindResult:
+    def racing(
+        namespace: str, name: str, uid: str | None, target: str, annotations: Annotations = None
+    ) -> BindResult:
         if not attempts:
             pod = f"{namespace}/{name}"
             assert bind(namespace, name, uid, choose(pod, _placements(solves[-1][1]))).ok
         attempts.append((namespace, name))
-        return bind(namespace, name, uid, target)
+        return bind(namespace, name, uid, target, annotations)
 
     monkeypatch.setattr(fake, "bind_pod", racing)
     return attempts
@@ -715,11 +727,13 @@ def test_failed_shard_backs_off_exponentially_and_the_other_shard_is_untouched(
     broken = [True]
     bind = fake.bind_pod
 
-    def flaky(namespace: str, name: str, uid: str | None, target: str) -> BindResult:
+    def flaky(
+        namespace: str, name: str, uid: str | None, target: str, annotations: Annotations = None
+    ) -> BindResult:
         attempts.append((namespace, name))
         if broken[0] and name.startswith("c-1-"):
             return BindResult(BindOutcome.ERROR, 500, "etcdserver: request timed out")
-        return bind(namespace, name, uid, target)
+        return bind(namespace, name, uid, target, annotations)
 
     monkeypatch.setattr(fake, "bind_pod", flaky)
     first = _batch(binder, T0)

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from placer.binder.cache import ClusterCache
+from placer.binder.cache import ClusterCache, _Relisted
 from placer.kube.adapter import WatchEvent, WatchExpired
 from placer.kube.fake import FakeKubeAdapter
 from tests.kube_dicts import node, redis_pod
@@ -106,3 +106,45 @@ def test_an_expired_pod_watch_resyncs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fake, "watch_pods", expired)
     assert cache.poll(0) == 1
     assert set(cache.pods) == {("default", "r-0"), ("default", "r-1")}
+
+
+def test_the_echo_of_an_assumed_binding_changes_nothing_a_decision_reads() -> None:
+    """Our own binding coming back through the watch must not wake the loop to rebuild."""
+    fake, cache = _cluster()
+    fake.add_pod(redis_pod("r-1", "c", 0, "replica"))
+    cache.poll(0)
+    uid = cache.pods[("default", "r-1")]["metadata"]["uid"]
+    assert cache.assume(("default", "r-1"), uid, "n2", {"redis-placer.io/role": "replica"})
+    assert cache.pods[("default", "r-1")]["spec"]["nodeName"] == "n2"
+    assumed_at = cache.generation
+    assert fake.bind_pod("default", "r-1", uid, "n2").ok
+    woken: list[int] = []
+    assert cache.poll(0, on_event=lambda: woken.append(1)) == 1
+    assert woken == [] and cache.generation == assumed_at
+    assert cache._assumed == {} and cache.pods[("default", "r-1")]["spec"]["nodeName"] == "n2"
+    # Anything else about a pod still counts: a label, or a binding to another node.
+    fake.patch_pod_labels("default", "r-1", {"extra": "yes"})
+    assert cache.poll(0, on_event=lambda: woken.append(1)) == 1 and woken == [1]
+
+
+def test_a_watch_begun_before_a_list_gives_way_to_one_from_the_lists_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """client-go's reflector: list, then watch from the list's version. A pod created after the
+    list was read but applied by the old watch before the list replaced the cache would be lost
+    if that old watch kept going; it stops, and the new watch brings the pod again."""
+    fake, cache = _cluster()
+    listed_at_v1 = fake.list_pods_with_version()  # the list is read ...
+    b = WatchEvent("ADDED", fake.add_pod(redis_pod("r-b", "c", 1, "master")))
+    c = WatchEvent("ADDED", fake.add_pod(redis_pod("r-c", "c", 1, "replica")))
+    before_list = cache._pod_list
+    assert cache.apply(b, before_list)  # ... the running watch applies b ...
+    monkeypatch.setattr(fake, "list_pods_with_version", lambda namespace=None: listed_at_v1)
+    cache.resync()  # ... and then the list, without b, replaces the cache
+    monkeypatch.undo()
+    assert ("default", "r-b") not in cache.pods
+    with pytest.raises(_Relisted):
+        cache.apply(c, before_list)  # the old watch must not carry on past the list
+    assert ("default", "r-c") not in cache.pods
+    assert cache.poll(0) == 2  # a new watch from the list's version brings both
+    assert {("default", "r-b"), ("default", "r-c")} <= set(cache.pods)

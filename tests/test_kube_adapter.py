@@ -794,3 +794,31 @@ def test_audit_of_a_live_cluster_that_refuses_the_list_is_one_clear_line(
     assert result.exit_code == 2, result.output
     assert "cannot read the cluster: list nodes: HTTP 403" in result.output
     assert "forbidden" in result.output and "Traceback" not in result.output
+
+
+def test_every_answer_is_read_so_its_connection_serves_the_next_request(
+    httpserver: HTTPServer, api_client: ApiClient, adapter: KubernetesAdapter
+) -> None:
+    """A response left unread takes its connection away: each call would open (and TLS-shake
+    hands on) a new one. Binds, events, evictions and ConfigMap writes all read theirs."""
+    httpserver.expect_request(
+        "/api/v1/namespaces/ns/pods/p/binding", method="POST"
+    ).respond_with_json(status(201, "", "bound"), status=201)
+    httpserver.expect_request("/api/v1/namespaces/ns/events", method="POST").respond_with_json(
+        {"kind": "Event"}, status=201
+    )
+    httpserver.expect_request(
+        "/api/v1/namespaces/ns/pods/p/eviction", method="POST"
+    ).respond_with_json(status(201, "", "evicted"), status=201)
+    httpserver.expect_request("/api/v1/namespaces/ns/configmaps", method="POST").respond_with_json(
+        {"kind": "ConfigMap"}, status=201
+    )
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+    for _ in range(10):
+        assert adapter.bind_pod("ns", "p", "u", "n1").ok
+        assert adapter.record_event(pod, "Scheduled", "placed")
+        assert adapter.evict_pod("ns", "p").ok
+        assert adapter.write_configmap("ns", "report", {"k": "v"}) == "created"
+    pool = api_client.rest_client.pool_manager.connection_from_url(httpserver.url_for("/"))
+    assert pool.num_requests == 40
+    assert pool.num_connections == 1

@@ -3,7 +3,9 @@
 The binder decides from this cache rather than listing 15,000 pods per batch. It holds no
 state the cluster does not: ``resync`` rebuilds it from scratch (at start, after a lost
 watch, after regaining leadership). What the binder itself just wrote (a binding, a pin) is
-recorded at once so the next decision counts it before the watch echoes it back.
+recorded at once so the next decision counts it before the watch echoes it back; what it is
+about to write (a pod decided and handed to enforcement) is assumed there even earlier, so the
+next batch is solved around it while its Binding is still in flight.
 """
 
 import gc
@@ -17,6 +19,11 @@ from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
 log = logging.getLogger(__name__)
 
 PodKey = tuple[str, str]
+
+
+class _Relisted(Exception):
+    """The watch started before the last list: its events are either in the list or will come
+    again on a watch from the list's version, so it is left for a new one."""
 
 
 def pod_key_of(pod: Mapping[str, Any]) -> PodKey:
@@ -44,9 +51,16 @@ class ClusterCache:
         self.synced = False
         self.generation = 0
         """Bumped on every change, so a reader can tell nothing moved since it last looked."""
-        self._assumed: dict[PodKey, tuple[str, str]] = {}
-        """Pods we bound, by (uid, node), until the watch shows the binding: kube-scheduler's
-        "assumed pods". An older event arriving late must not make a bound pod look pending."""
+        self._assumed: dict[PodKey, tuple[str, str, Mapping[str, str]]] = {}
+        """Pods we decided or bound, by (uid, node, annotations), until the watch shows the binding:
+        kube-scheduler's "assumed pods". An older event arriving late must not make a bound pod
+        look pending, and a pod whose Binding is in flight must not be planned again."""
+        self._truth: dict[PodKey, dict[str, Any]] = {}
+        """The server's own version of each assumed pod, to fall back on if the write fails."""
+        self._pod_list = 0
+        self._node_list = 0
+        """Counts of lists: a watch begun before the latest one must not apply its events (an
+        event applied between a list's read and its replacing the cache would be lost)."""
 
     def resync(self) -> None:
         """List everything again; the watch resumes from the list's resourceVersion."""
@@ -55,13 +69,18 @@ class ClusterCache:
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         with self._lock:
             self.nodes = {n["metadata"]["name"]: n for n in nodes}
-            self.pods = {pod_key_of(p): p for p in pods}
+            listed = {pod_key_of(p): p for p in pods}
+            # Assumptions outlive a relist: the writes behind them may still be in flight.
+            self._truth = {k: listed[k] for k in self._assumed if k in listed}
+            self._assumed = {k: a for k, a in self._assumed.items() if k in self._truth}
+            self.pods = {k: self._with_assumption(k, p) for k, p in listed.items()}
             self.statefulsets = statefulsets
             self.version = version
             self.node_version = node_version
             self.synced = True
             self.generation += 1
-            self._assumed.clear()
+            self._pod_list += 1
+            self._node_list += 1
         # The listed objects live until the next resync: move them out of the collector's
         # sight, or every full collection walks 15,000 pods to free nothing.
         gc.collect()
@@ -83,6 +102,7 @@ class ClusterCache:
                 self.generation += 1
             self.nodes = nodes
             self.node_version = version
+            self._node_list += 1
 
     def poll_nodes(self, timeout_seconds: int = 60) -> int:
         """Apply node changes since the last version, like ``poll`` for pods.
@@ -92,14 +112,19 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
-        events = self.adapter.watch_nodes(
-            resource_version=self.node_version, timeout_seconds=timeout_seconds
-        )
-        return self._follow(events, self.apply_node, self.refresh_nodes, "node watch")
-
-    def apply_node(self, event: WatchEvent) -> None:
-        node = event.object
         with self._lock:
+            since, listed = self.node_version, self._node_list
+        events = self.adapter.watch_nodes(resource_version=since, timeout_seconds=timeout_seconds)
+        return self._follow(
+            events, lambda e: self.apply_node(e, listed), self.refresh_nodes, "node watch"
+        )
+
+    def apply_node(self, event: WatchEvent, listed: int | None = None) -> bool:
+        node = event.object
+        before = self.generation
+        with self._lock:
+            if listed is not None and listed != self._node_list:
+                raise _Relisted
             if event.type != "BOOKMARK" and node.get("kind", "Node") == "Node":
                 name = str((node.get("metadata") or {}).get("name", ""))
                 current = self.nodes.get(name)
@@ -111,6 +136,7 @@ class ClusterCache:
                     if current is None or _placement_view(node) != _placement_view(current):
                         self.generation += 1  # heartbeats alone change nothing we decide on
             self.node_version = event.resource_version or self.node_version
+            return self.generation != before
 
     def refresh_statefulsets(self) -> None:
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
@@ -127,15 +153,19 @@ class ClusterCache:
         """
         if not self.synced:
             self.resync()
+        with self._lock:
+            since, listed = self.version, self._pod_list
         events = self.adapter.watch_pods(
-            namespace=self.namespace, resource_version=self.version, timeout_seconds=timeout_seconds
+            namespace=self.namespace, resource_version=since, timeout_seconds=timeout_seconds
         )
-        return self._follow(events, self.apply, self.resync, "pod watch", on_event)
+        return self._follow(
+            events, lambda e: self.apply(e, listed), self.resync, "pod watch", on_event
+        )
 
     @staticmethod
     def _follow(
         events: Iterable[WatchEvent],
-        apply: Callable[[WatchEvent], None],
+        apply: Callable[[WatchEvent], bool],
         relist: Callable[[], None],
         what: str,
         on_event: Callable[[], None] | None = None,
@@ -144,30 +174,57 @@ class ClusterCache:
         count = 0
         try:
             for event in events:
-                apply(event)
+                changed = apply(event)
                 count += 1
-                if on_event is not None:
+                if changed and on_event is not None:
                     on_event()  # wake the decision loop now, not when the watch ends
             return count
+        except _Relisted:
+            return count  # the caller polls again, from the list's version
         except WatchExpired:
             log.info("%s expired: listing again", what)
             relist()
             return 1
 
-    def apply(self, event: WatchEvent) -> None:
+    def apply(self, event: WatchEvent, listed: int | None = None) -> bool:
+        """Apply one pod event; True if it changed what a decision sees.
+
+        ``listed`` is the count of lists when the event's watch began; a watch older than the
+        latest list stops (it is polled again from the list's version).
+
+        The echo of our own binding (the node we assumed, now the server's) changes nothing
+        a decision reads: it is stored without counting as a change, so it neither wakes the
+        loop nor makes it rebuild its snapshot.
+        """
         obj = event.object
         with self._lock:
+            if listed is not None and listed != self._pod_list:
+                raise _Relisted
             if event.type == "BOOKMARK":
                 self.version = event.resource_version or self.version
-                return
+                return False
             if obj.get("kind", "Pod") != "Pod":
-                return
+                return False
+            before = self.generation
             key = pod_key_of(obj)
             current = self.pods.get(key)
+            assumed = self._assumed.get(key)
+            if (
+                event.type != "DELETED"
+                and assumed is not None
+                and (obj.get("spec") or {}).get("nodeName") == assumed[1]
+                and str((obj.get("metadata") or {}).get("uid") or "") == assumed[0]
+            ):
+                self._assumed.pop(key, None)
+                self._truth.pop(key, None)
+                self.pods[key] = obj
+                self.version = event.resource_version or self.version
+                return False
             if event.type == "DELETED":
                 if current is None or _same_pod(current, obj):
                     self.pods.pop(key, None)
                     self._assumed.pop(key, None)
+                    self._truth.pop(key, None)
                     self.generation += 1
             elif (
                 current is None or _version(obj) >= _version(current) or not _same_pod(current, obj)
@@ -175,19 +232,26 @@ class ClusterCache:
                 self.pods[key] = self._with_assumption(key, obj)
                 self.generation += 1
             self.version = event.resource_version or self.version
+            return self.generation != before
 
     def _with_assumption(self, key: PodKey, pod: dict[str, Any]) -> dict[str, Any]:
+        """``pod`` as the server sent it, counted on its assumed node if it has one."""
         assumed = self._assumed.get(key)
         if assumed is None:
             return pod
         uid = str((pod.get("metadata") or {}).get("uid") or "")
-        if uid != assumed[0]:
-            self._assumed.pop(key, None)  # a new pod of the same name
+        if uid != assumed[0] or (pod.get("spec") or {}).get("nodeName"):
+            # a new pod of the same name, or the server's view has caught up
+            self._assumed.pop(key, None)
+            self._truth.pop(key, None)
             return pod
-        if (pod.get("spec") or {}).get("nodeName"):
-            self._assumed.pop(key, None)  # the server's view has caught up
-            return pod
-        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
+        self._truth[key] = pod
+        view = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": assumed[1]}}
+        if assumed[2]:  # what our write adds (the role): the pod as it will be
+            meta = pod.get("metadata") or {}
+            annotations = {**(meta.get("annotations") or {}), **assumed[2]}
+            view["metadata"] = {**meta, "annotations": annotations}
+        return view
 
     def put_pod(self, pod: dict[str, Any]) -> None:
         """Record a pod as the server returned it (after a pin, or a re-read)."""
@@ -202,17 +266,79 @@ class ClusterCache:
         with self._lock:
             self.pods.pop(key, None)
             self._assumed.pop(key, None)
+            self._truth.pop(key, None)
+            self.generation += 1
+
+    def assume(
+        self, key: PodKey, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> bool:
+        """Count a pending pod on ``node`` from now on, before the write that puts it there
+        (with the ``annotations`` that write adds: the role its plan gave it).
+
+        False (and nothing assumed) when the pod is gone, is another pod of the same name, or
+        already has a node: the plan for it is stale.
+        """
+        with self._lock:
+            pod = self._truth.get(key) or self.pods.get(key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                return False
+            if uid and str((pod.get("metadata") or {}).get("uid") or "") != uid:
+                return False
+            self._assumed[key] = (
+                str((pod.get("metadata") or {}).get("uid") or ""),
+                node,
+                dict(annotations or {}),
+            )
+            self.pods[key] = self._with_assumption(key, pod)
+            self.generation += 1
+            return True
+
+    def forget_assumed(self, key: PodKey) -> None:
+        """The write behind an assumption failed or was never sent: the server's view again."""
+        with self._lock:
+            if self._assumed.pop(key, None) is None:
+                return
+            truth = self._truth.pop(key, None)
+            if truth is not None:
+                self.pods[key] = truth
             self.generation += 1
 
     def note_bound(self, key: PodKey, node: str) -> None:
         """The server accepted our binding; count the pod on its node until the watch says so."""
         with self._lock:
             pod = self.pods.get(key)
+            if key in self._assumed and self._assumed[key][1] == node:
+                return  # assumed when decided: nothing changes
+            pod = self._truth.get(key) or pod
             if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
                 uid = str((pod.get("metadata") or {}).get("uid") or "")
-                self._assumed[key] = (uid, node)
+                self._assumed[key] = (uid, node, {})
                 self.pods[key] = self._with_assumption(key, pod)
                 self.generation += 1
+
+    def settle(self, pod: dict[str, Any]) -> None:
+        """Our write landed without giving the pod a node (a pin): the server's pod, as it
+        returned it, replaces the assumption in one step, so no reader sees the pod pending."""
+        with self._lock:
+            key = pod_key_of(pod)
+            self._assumed.pop(key, None)
+            truth = self._truth.pop(key, None)
+            current = truth or self.pods.get(key)
+            if current is None or _version(pod) >= _version(current) or not _same_pod(current, pod):
+                self.pods[key] = pod
+            elif truth is not None:
+                self.pods[key] = truth
+            self.generation += 1
+
+    def server_pod(self, key: PodKey) -> dict[str, Any] | None:
+        """The pod as the server last sent it, without any assumption of ours."""
+        with self._lock:
+            return self._truth.get(key) or self.pods.get(key)
+
+    def assumed(self) -> dict[PodKey, str]:
+        """Pods counted on a node the server has not recorded yet: pod -> node."""
+        with self._lock:
+            return {k: node for k, (_, node, _) in self._assumed.items()}
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""

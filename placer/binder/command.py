@@ -7,7 +7,17 @@ from typing import Any
 
 import click
 
-from placer.binder.loop import DEFAULT_BINDER_TIME_LIMIT, PLACEMENT_GATE, Binder, BinderConfig
+from placer.binder.background import DEFAULT_QPS
+from placer.binder.loop import (
+    DEFAULT_BATCH_SECONDS,
+    DEFAULT_BINDER_TIME_LIMIT,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_BATCH_PODS,
+    DEFAULT_RELATIVE_GAP,
+    PLACEMENT_GATE,
+    Binder,
+    BinderConfig,
+)
 from placer.commands.options import context_option, kubeconfig_option, time_limit_option
 from placer.inputs.files import read_policy
 from placer.inputs.live import connect
@@ -26,7 +36,13 @@ from placer.metrics import Metrics, MetricsServer
 )
 @click.option("-p", "--policy", "policy_path", type=click.Path(dir_okay=False), help="Policy YAML.")
 @click.option("--metrics-port", type=int, default=9090, show_default=True)
-@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=True,
+    show_default=True,
+    help="Without leader election there is no standby: the binder takes the Lease only while "
+    "it has pods to place, so two started by mistake never write at once.",
+)
 @click.option(
     "--lease-namespace", envvar="POD_NAMESPACE", default="redis-placer", show_default=True
 )
@@ -49,6 +65,44 @@ from placer.metrics import Metrics, MetricsServer
     help="greedy: place each shard in turn, no optimisation (faster, for very large batches).",
 )
 @click.option(
+    "--relative-gap",
+    type=click.FloatRange(min=0.0, max=0.99),
+    default=DEFAULT_RELATIVE_GAP,
+    show_default=True,
+    help="A batch's CP-SAT solve stops once its placement is proven within this share of the "
+    "best possible (the policy's solver.relativeGap is for plan and rebalance).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=256),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Shards bound (or pinned) at once, one request in flight each.",
+)
+@click.option(
+    "--batch-seconds",
+    type=click.FloatRange(min=0.05),
+    default=DEFAULT_BATCH_SECONDS,
+    show_default=True,
+    help="How long one batch's solve should take: batches grow or shrink with the solver's "
+    "measured seconds per pod, and the next batch is solved while the last one is bound.",
+)
+@click.option(
+    "--max-batch-pods",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BATCH_PODS,
+    show_default=True,
+    help="The largest batch, in pending pods (whole shards are kept together).",
+)
+@click.option(
+    "--event-qps",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_QPS,
+    show_default=True,
+    help="Events and role labels per second, written in the background (slower while "
+    "bindings are in flight).",
+)
+@click.option(
     "--manage-pdbs/--no-manage-pdbs",
     default=False,
     show_default=True,
@@ -67,15 +121,26 @@ def command(
     kubeconfig: str | None,
     time_limit: float,
     solver: str,
+    relative_gap: float,
+    concurrency: int,
+    batch_seconds: float,
+    max_batch_pods: int,
+    event_qps: float,
     manage_pdbs: bool,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
-    from placer.kube.adapter import default_instance
-    from placer.kube.leader import run_with_leader_election
+    from placer.kube.adapter import process_identity
+    from placer.kube.leader import (
+        ApiLeaseClient,
+        LeaderElector,
+        LeaseOnDemand,
+        run_with_leader_election,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     policy = read_policy(policy_path)
-    adapter = connect(kubeconfig, context)
+    # every request in flight holds a connection: the writes, both watches, the Lease
+    adapter = connect(kubeconfig, context, pool_size=concurrency + 8)
     client = adapter.api_client
     metrics = Metrics()
     config = BinderConfig(
@@ -83,6 +148,11 @@ def command(
         namespace=namespace,
         solver=solver,  # type: ignore[arg-type]
         time_limit=time_limit,
+        relative_gap=relative_gap,
+        concurrency=concurrency,
+        batch_seconds=batch_seconds,
+        max_batch_pods=max_batch_pods,
+        event_qps=event_qps,
         manage_pdbs=manage_pdbs,
     )
     binder = Binder(adapter, policy, config, metrics)
@@ -94,6 +164,15 @@ def command(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     leading = threading.Event()
+    identity = process_identity()
+    logging.getLogger(__name__).info(
+        "binder run %s: identity %s, lease %s/%s, leader election %s",
+        binder.run_id,
+        identity,
+        lease_namespace,
+        lease_name,
+        "on" if leader_elect else "off (the Lease is taken while binding)",
+    )
 
     def started_leading() -> None:
         leading.set()
@@ -104,22 +183,36 @@ def command(
         metrics.leader.set(0)
 
     if leader_elect:
-        threading.Thread(
+        lease = threading.Thread(
             target=run_with_leader_election,
             args=(
                 client,
                 lease_namespace,
                 lease_name,
-                default_instance(),
+                identity,
                 started_leading,
                 stopped_leading,
                 stop,
             ),
             name="leader-election",
             daemon=True,
-        ).start()
-    else:
-        started_leading()
+        )
+        lease.start()
+        with MetricsServer(metrics, port=metrics_port) as server:
+            server.set_ready(True)
+            binder.run(stop, leading=leading.is_set)
+        lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
+        return
+    elector = LeaderElector(
+        ApiLeaseClient(client, lease_namespace, lease_name),
+        identity,
+        namespace=lease_namespace,
+        name=lease_name,
+    )
+    on_demand = LeaseOnDemand(elector)
+    lease = threading.Thread(target=on_demand.run, args=(stop,), name="lease", daemon=True)
+    lease.start()
     with MetricsServer(metrics, port=metrics_port) as server:
         server.set_ready(True)
-        binder.run(stop, leading=leading.is_set)
+        binder.run(stop, leading=lambda: on_demand.held, want_lease=on_demand.want)
+    lease.join(timeout=5)

@@ -1,13 +1,20 @@
 """The Permit-gate binder: hold pending Redis pods until their shard is whole, solve, enforce.
 
-One ``step`` is one decision: read the cache, decide per shard (``placer.binder.permit``), solve every
-ready shard in one call with the running pods fixed, and enforce the plan through the adapter
-(a Binding in bind mode; a pin and the gate's removal in gate mode). ``run`` repeats steps,
-woken by the watch. Nothing is remembered that the cluster does not hold except backoff
-timers and event de-duplication, so a restarted binder carries on where the cluster is.
+One ``step`` is one decision: read the cache, decide per shard (``placer.binder.permit``), solve
+the oldest ready shards in one call with the running pods fixed, and hand the plan to the
+enforcer (``placer.binder.enforce``: a Binding per pod in bind mode; a pin and the gate's
+removal in gate mode), which writes up to ``concurrency`` shards at once. ``step`` waits for its
+writes; ``run`` does not: it solves the next batch while the last one is being bound, every
+decided pod already counted on its node in the cache. Batches are sized by the solver's measured
+speed (``placer.binder.batching``). Events and role labels go out in the background
+(``placer.binder.background``), never in the way of a binding. Nothing is remembered that the
+cluster does not hold except backoff timers and event de-duplication, so a restarted binder
+carries on where the cluster is.
 """
 
+import itertools
 import logging
+import secrets
 import threading
 import time
 from collections import defaultdict
@@ -18,11 +25,14 @@ from typing import Any, Literal
 
 from models.cluster import Pod
 from models.errors import InputError
-from models.kube_objects import ParseCache, build_snapshot
+from models.kube_objects import BATCH_ANNOTATION, ROLE_ANNOTATION, ParseCache, build_snapshot
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
+from placer.binder.background import DEFAULT_QPS, BackgroundWrites
+from placer.binder.batching import BatchSizer
 from placer.binder.cache import ClusterCache, PodKey, pod_key_of
+from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
 from placer.binder.pdbs import PdbManager
 from placer.binder.permit import PermitDecision, decide, gangs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
@@ -37,8 +47,24 @@ Enforce = Literal["bind", "gate"]
 PLACEMENT_GATE = "redis-placer.io/placement"
 DEFAULT_BINDER_TIME_LIMIT = 5.0
 """Per-batch solve budget of ``redis-placer binder`` (docs/benchmarks.md has the trade-off)."""
+DEFAULT_CONCURRENCY = 16
+"""Shards written at once (one request in flight each), as kube-scheduler binds in parallel."""
+DEFAULT_BATCH_SECONDS = 0.5
+"""How long one batch's solve should take: the first shards bind about this soon."""
+DEFAULT_MAX_BATCH_PODS = 600
+DEFAULT_RELATIVE_GAP = 0.01
+"""A batch's solve stops once its placement is proven within 1% of the best possible: proving
+the last fraction of a percent took most of a 5 s budget on batches of a hundred shards."""
+FIRST_SECONDS_PER_POD = {"cp-sat": 0.005, "greedy": 0.002}
+"""What a pending pod costs the solver, until its own solves say (then an average of them): a
+first batch of about 100 pods for CP-SAT, where a solve's fixed cost is not paid for a handful
+(docs/benchmarks.md, On a real API server)."""
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
+STEP_INTERVAL = 0.1
+"""Shortest time between two steps that a watch event starts: a step rebuilds the snapshot of
+the whole cluster, and a rollout's pods arrive faster than that is worth doing."""
+LABEL_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,12 @@ class BinderConfig:
     retry_max_seconds: float = 60.0
     node_refresh_seconds: float = 30.0
     """How often StatefulSets (and, without a node watch, nodes) are listed again."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    batch_seconds: float = DEFAULT_BATCH_SECONDS
+    max_batch_pods: int = DEFAULT_MAX_BATCH_PODS
+    relative_gap: float | None = None
+    """CP-SAT stops within this share of its bound; None uses the policy's solver.relativeGap."""
+    event_qps: float = DEFAULT_QPS
     manage_pdbs: bool = False
     """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
 
@@ -65,6 +97,7 @@ class StepReport:
     decisions: list[PermitDecision] = field(default_factory=list)
     solved_pods: int = 0
     solve_status: str | None = None
+    batch: str | None = None
     bound: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     unplaced: list[tuple[str, str]] = field(default_factory=list)
@@ -75,8 +108,16 @@ def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return (pod.get("metadata") or {}).get("labels") or {}
 
 
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
 def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("spec") or {}
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
 
 
 def _deleting(pod: Mapping[str, Any]) -> bool:
@@ -143,19 +184,42 @@ class Binder:
             else None
         )
         self.parse_cache = ParseCache()
+        self.enforcer = Enforcer(self.config.concurrency)
+        self.background = BackgroundWrites(
+            adapter,
+            qps=self.config.event_qps,
+            busy=lambda: self.enforcer.busy,
+            on_drop=lambda kind: self.metrics.deferred_dropped.labels(kind=kind).inc(),
+        )
+        self.sizer = BatchSizer(
+            target_seconds=self.config.batch_seconds,
+            max_pods=self.config.max_batch_pods,
+            seconds_per_pod=FIRST_SECONDS_PER_POD[self.config.solver],
+        )
+        self.run_id = secrets.token_hex(4)
+        """Names this process's batches (``<run_id>-<n>``) in logs and pod annotations."""
+        self._batches = itertools.count(1)
+        self._leading: Callable[[], bool] = lambda: True
         self._owners_sought: set[tuple[str, str]] = set()
         self._sets_read_at = float("-inf")
         self.follow_nodes = False
         """True while a node watch keeps the cache's nodes current (``run`` starts one); a
         caller that steps by hand gets a fresh node list before every batch instead."""
-        self._window_opened: float | None = None
         self._nodes_read_at = float("-inf")
         self._retry: dict[str, tuple[int, float]] = {}
+        self._in_flight: set[str] = set()
+        """Shards handed to the enforcer whose outcome has not come back yet."""
+        self._window_opened: float | None = None
+        self._noticed: dict[str, float] = {}
+        """Ready shards by when a step first found them ready: batches take the oldest first."""
         self._first_seen: dict[PodKey, float] = {}
         self._announced: dict[PodKey, tuple[str, str]] = {}
         self._last_read: (
             tuple[int, tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]] | None
         ) = None
+        self.reads = 0
+        self.read_seconds = 0.0
+        """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -172,20 +236,44 @@ class Binder:
             return self.config.gate in gates
         return spec.get("schedulerName") == self.policy.scheduler_name and not gates
 
+    def has_work(self) -> bool:
+        """Pods of ours pending, or writes of ours in flight: what a binder without leader
+        election takes the Lease for."""
+        if self.enforcer.busy:
+            return True
+        return any(self.is_ours(p) for p in self.cache.objects()[1])
+
     # -- one decision --------------------------------------------------------------------
 
     def step(self, now: float | None = None) -> StepReport:
+        """Decide, solve and enforce once, and return when every write of this step is done."""
         now = self.clock() if now is None else now
-        report = self._decide(now)
-        if self.pdbs is not None:
-            self.pdbs.reconcile(self._read()[0], self.cache.statefulsets, now)
+        report = self._plan(now)
+        self.enforcer.wait()
+        errors = self._finish(report, now)
+        self._reconcile_pdbs(now)
+        self.background.flush()
+        if errors:
+            raise errors[0]  # a caller stepping by hand sees what stopped a shard
         return report
 
-    def _decide(self, now: float) -> StepReport:
+    def _reconcile_pdbs(self, now: float) -> None:
+        """``--manage-pdbs``: a PodDisruptionBudget for each shard placed, gone with it."""
+        if self.pdbs is not None:
+            self.pdbs.reconcile(self._read()[0], self.cache.statefulsets, now)
+
+    def _plan(self, now: float, streaming: bool = False) -> StepReport:
+        """Decide, and if a batch is due, solve it and hand it to the enforcer (no waiting).
+
+        A batch is due when the batch window has passed since shards became ready, when they
+        make a full batch, or, while ``streaming`` (batches are still being solved or bound),
+        as soon as the enforcer has started on everything it was given: collecting longer
+        would leave it idle.
+        """
         report = StepReport()
         every = self.config.node_refresh_seconds
         if not self.cache.synced:
-            self.cache.resync()
+            self._resync()
             self._nodes_read_at = self._sets_read_at = now
         else:
             if not self.follow_nodes and now - self._nodes_read_at >= every:
@@ -204,7 +292,7 @@ class Binder:
         shard_gangs = gangs(snapshot, set(ours.values()), waited)
         decisions = [decide(g, self.policy.permit) for g in shard_gangs]
         waiting_shards = {g.shard for g in shard_gangs}
-        for shard in [s for s in self._retry if s not in waiting_shards]:
+        for shard in [s for s in self._retry if s not in waiting_shards | self._in_flight]:
             del self._retry[shard]  # placed (or gone) since: a later pod starts afresh
         report.decisions = decisions
         ready: list[str] = []
@@ -222,24 +310,88 @@ class Binder:
             if not_before > now:
                 wake.append(not_before - now)
                 continue
+            if d.shard in self._in_flight:
+                continue  # its other members are being written: wait for that outcome
             ready.append(d.shard)
+        self._noticed = {s: self._noticed.get(s, now) for s in ready}
+        report.next_step_in = max(0.0, min(wake))
         if not ready:
             self._window_opened = None
-            report.next_step_in = max(0.0, min(wake))
             return report
+        ready.sort(key=lambda s: (self._noticed[s], s))  # the longest ready first
+        wanted = self.sizer.pods
+        ready_pods = sum(len(members_by_shard[s]) for s in ready)
         if self._window_opened is None:
             self._window_opened = now
         remaining = self.policy.permit.batch_window_seconds - (now - self._window_opened)
-        if remaining > 0:
-            report.next_step_in = min(min(wake), remaining)
+        keeps_busy = streaming and self.enforcer.backlog_pods == 0
+        if ready_pods < wanted and remaining > 0 and not keeps_busy:
+            # Collect shards for the window, unless a full batch is there already, or the
+            # pipeline is moving and the enforcer is about to run out of work: those shards
+            # have waited behind the last batch, and more waiting would leave it idle.
+            report.next_step_in = min(report.next_step_in, remaining)
             return report
+        if self.enforcer.backlog_pods >= wanted:
+            return report  # a whole batch still waits for the enforcer; its outcomes wake us
         self._window_opened = None
+        if keeps_busy and ready_pods > wanted:
+            # The solver is behind: more shards wait than a batch of the target time holds.
+            # Fewer, larger batches drain them sooner (each solve has a fixed cost), as large
+            # as the solver has handled well in its budget.
+            wanted = max(wanted, self.sizer.most)
+        batch: list[str] = []
+        count = 0
         for shard in ready:
+            if batch and count + len(members_by_shard[shard]) > wanted:
+                break
+            batch.append(shard)
+            count += len(members_by_shard[shard])
+        for shard in batch:
             self._note_decision(members_by_shard[shard], raw, "allow", "")
-        self._solve_and_enforce(snapshot, set(ready), ours, raw, now, report)
-        wake.extend(t - now for _, t in self._retry.values() if t > now)  # past ones: no spin
-        report.next_step_in = 0.0 if report.failed else max(0.0, min(wake))
+            self._noticed.pop(shard, None)
+        self._solve_and_submit(snapshot, batch, ours, raw, now, report)
+        if len(batch) < len(ready):
+            report.next_step_in = 0.0  # more shards are ready: the next batch now
         return report
+
+    def _finish(self, report: StepReport, now: float) -> list[BaseException]:
+        """Take in the shards the enforcer finished: retry the incomplete ones at once."""
+        errors: list[BaseException] = []
+        for outcome in self.enforcer.completed():
+            if outcome.error is not None:
+                errors.append(outcome.error)
+            self._in_flight.discard(outcome.shard)
+            report.bound.extend(outcome.bound)
+            report.failed.extend(outcome.failed)
+            for name, _ in outcome.bound:
+                namespace, _, pod = name.partition("/")
+                self._announced.pop((namespace, pod), None)
+            if outcome.complete:
+                self._retry.pop(outcome.shard, None)
+            else:
+                self._backoff(outcome.shard, now, immediate=True)
+        if report.failed:
+            report.next_step_in = 0.0
+        else:
+            retries = [t - now for _, t in self._retry.values() if t > now]  # past ones: no spin
+            report.next_step_in = max(0.0, min([report.next_step_in, *retries]))
+        return errors
+
+    def _resync(self) -> None:
+        """List everything again, and label the pods whose role only an annotation records
+        (bound by a binder that stopped before its background writes)."""
+        self.cache.resync()
+        role_key = self.policy.labels.role
+        for pod in self.cache.objects()[1]:
+            annotations = _annotations(pod)
+            role = annotations.get(ROLE_ANNOTATION)
+            if (
+                role
+                and _spec(pod).get("nodeName")
+                and role_key not in _labels(pod)
+                and self.managed(pod)
+            ):
+                self._queue_role_label(pod_key_of(pod), _uid(pod), role)
 
     def _read(self) -> tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]:
         """The snapshot this decision works on, and which pending pods are ours.
@@ -250,7 +402,10 @@ class Binder:
         generation = self.cache.generation
         if self._last_read is not None and self._last_read[0] == generation:
             return self._last_read[1]
+        started = time.monotonic()
         result = self._build()
+        self.reads += 1
+        self.read_seconds += time.monotonic() - started
         self._last_read = (generation, result)
         return result
 
@@ -327,23 +482,31 @@ class Binder:
         first = self._first_seen.setdefault(key, now)
         return created if created is not None else first
 
-    # -- solving and enforcing -----------------------------------------------------------
+    # -- solving -------------------------------------------------------------------------
+
+    def _budget(self) -> float | None:
+        if self.config.solver == "greedy":
+            return None
+        return self.config.time_limit or self.policy.solver.time_limit_seconds
 
     def _solve(self, snapshot: Snapshot) -> Plan:
         if self.config.solver == "greedy":
             return greedy_plan(snapshot, self.policy)
-        limit = self.config.time_limit
-        return solve(snapshot, self.policy, "place", SolveOptions(time_limit=limit))
+        options = SolveOptions(
+            time_limit=self.config.time_limit, relative_gap=self.config.relative_gap
+        )
+        return solve(snapshot, self.policy, "place", options)
 
-    def _solve_and_enforce(
+    def _solve_and_submit(
         self,
         snapshot: Snapshot,
-        ready: set[str],
+        shards: list[str],
         ours: Mapping[PodKey, str],
         raw: Mapping[PodKey, dict[str, Any]],
         now: float,
         report: StepReport,
     ) -> None:
+        ready = set(shards)
         batch = snapshot.model_copy(
             update={
                 "members": tuple(
@@ -351,12 +514,16 @@ class Binder:
                 )
             }
         )
+        batch_id = f"{self.run_id}-{next(self._batches)}"
         solved_pods = sum(1 for m in batch.members if m.pod.pending)
         started = time.monotonic()
         plan = self._solve(batch)
         seconds = time.monotonic() - started
+        self.sizer.observe(
+            solved_pods, seconds, plan.status, self._budget(), plan.objective, plan.bound
+        )
         self.metrics.observe_solve("place", plan.status, seconds)
-        report.solved_pods, report.solve_status = solved_pods, plan.status
+        report.solved_pods, report.solve_status, report.batch = solved_pods, plan.status, batch_id
         if plan.violations:
             counts: dict[tuple[str, str], int] = defaultdict(int)
             for v in plan.violations:
@@ -368,13 +535,18 @@ class Binder:
             {d.level: d.master_loss_ratio for d in plan.worst_domain_loss}
         )
         log.info(
-            "solve pods=%d shards=%d status=%s seconds=%.3f objective=%g bound=%g",
+            "solve batch=%s pods=%d shards=%d status=%s seconds=%.3f objective=%g bound=%g "
+            "next_batch_pods=%d snapshots=%d (%.2fs)",
+            batch_id,
             solved_pods,
-            len(ready),
+            len(shards),
             plan.status,
             seconds,
             plan.objective,
             plan.bound,
+            self.sizer.pods,
+            self.reads,
+            self.read_seconds,
         )
         by_key = {f"{k[0]}/{k[1]}": k for k in ours}
         summary = (
@@ -385,36 +557,39 @@ class Binder:
         if not self.follow_nodes:
             self.cache.refresh_nodes()
             self._nodes_read_at = now
-        nodes = self.cache.nodes
-        placed_by_shard: dict[str, list[tuple[PodKey, str, str]]] = defaultdict(list)
+        placed_by_shard: dict[str, list[Placement]] = defaultdict(list)
         for a in plan.assignments:
             key = by_key.get(a.pod)
             if a.action == "place" and a.node and key is not None:
-                placed_by_shard[f"{a.cluster}/{a.shard}"].append((key, a.node, a.role))
-        for shard, placed in sorted(placed_by_shard.items()):
-            gone = sorted({n for _, n, _ in placed if n not in nodes or _unschedulable(nodes[n])})
-            if gone:
-                # A node vanished (or was cordoned) since the read: place the shard again.
-                for key, node, _ in placed:
-                    report.failed.append((by_key_name(key), f"node {node} is gone"))
-                    self.metrics.bind("conflict", "node_gone")
-                self._backoff(shard, now, immediate=True)
-                log.warning("shard=%s nodes vanished before binding: %s", shard, ", ".join(gone))
-                continue
-            outcomes = []
-            for key, node, role in placed:
-                outcome = self._enforce(
-                    key, raw[key], node, role, f"{role} of shard {shard}; {summary}", report
+                placed_by_shard[f"{a.cluster}/{a.shard}"].append(
+                    Placement(key, raw[key], a.node, a.role)
                 )
-                outcomes.append(outcome)
-                if outcome == "failed":
-                    # The shard's plan rested on that pod landing there; another actor may
-                    # have put it where a sibling was headed. Re-solve before binding more.
-                    break
-            if all(o == "placed" for o in outcomes):
-                self._retry.pop(shard, None)
-            else:
+        order = {shard: i for i, shard in enumerate(shards)}
+        for shard in sorted(placed_by_shard, key=lambda s: (order.get(s, len(order)), s)):
+            # One order for every binder (by name): see _enforce_shard.
+            placements = tuple(sorted(placed_by_shard[shard], key=lambda p: p.key))
+            assumed = [
+                p
+                for p in placements
+                if self.cache.assume(p.key, _uid(p.pod), p.node, _written(p, batch_id))
+            ]
+            if len(assumed) < len(placements):
+                # A pod got a node or was replaced since the read: solve the shard again.
+                for p in assumed:
+                    self.cache.forget_assumed(p.key)
+                changed = [p for p in placements if p not in assumed]
+                report.failed.extend(
+                    (by_key_name(p.key), "changed since the solve") for p in changed
+                )
                 self._backoff(shard, now, immediate=True)
+                continue
+            log.info(
+                "plan batch=%s shard=%s pods=%s", batch_id, shard,
+                ",".join(f"{by_key_name(p.key)}@{p.node}:{p.role}" for p in placements),
+            )  # fmt: skip
+            self._in_flight.add(shard)
+            job = ShardJob(shard, batch_id, placements, summary)
+            self.enforcer.submit(job, self._enforce_shard)
         explanation = "; ".join(plan.explanation)
         batch_members = {m.key: m for m in batch.members}
         unplaced_shards: set[str] = set()
@@ -431,11 +606,67 @@ class Binder:
         for shard in unplaced_shards:
             self._backoff(shard, now)  # once per failed solve, not once per pod
 
+    # -- enforcing (on the enforcer's threads) -------------------------------------------
+
+    def _enforce_shard(self, job: ShardJob) -> ShardOutcome:
+        """Write a shard's pods in order, stopping at the first one refused.
+
+        The order is the pods' names, the same for every binder, and each shard stops at its
+        first failure: if another actor put a member where a sibling was headed, the sibling
+        waits for a solve that knows it. A node that vanished or was cordoned since the solve
+        stops the shard before anything goes there.
+        """
+        outcome = ShardOutcome(job.shard, job.batch)
+        placements = job.placements
+        for i, p in enumerate(placements):
+            blocker = self._blocker(placements[i:])
+            if blocker is not None:
+                reason, why = blocker
+                for rest in placements[i:]:
+                    self.cache.forget_assumed(rest.key)
+                    outcome.failed.append((by_key_name(rest.key), why))
+                    self.metrics.bind("conflict", reason)
+                log.warning("shard=%s batch=%s not written: %s", job.shard, job.batch, why)
+                break
+            why = f"{p.role} of shard {job.shard}; {job.why}"
+            try:
+                result = self._enforce(p, job.batch, why, outcome)
+            except Exception as exc:  # whether it landed is unknown: a re-solve finds out
+                log.exception("enforce pod=%s node=%s failed", by_key_name(p.key), p.node)
+                self.cache.forget_assumed(p.key)
+                outcome.failed.append((by_key_name(p.key), f"error: {type(exc).__name__}: {exc}"))
+                outcome.error = exc
+                result = "failed"
+            if result == "failed":
+                for rest in placements[i + 1 :]:
+                    self.cache.forget_assumed(rest.key)
+                break
+        written = [(n, node) for n, node in outcome.bound if (n, node) not in outcome.found]
+        if written:
+            log.info(
+                "placed batch=%s shard=%s mode=%s pods=%s", job.batch, job.shard,
+                self.config.enforce, ",".join(f"{name}@{node}" for name, node in written),
+            )  # fmt: skip
+        return outcome
+
+    def _blocker(self, placements: tuple[Placement, ...]) -> tuple[str, str] | None:
+        """Why these pods must not be written now, as (metric reason, message), or None."""
+        if not self._leading():
+            return "not_leading", "stopped: this binder no longer leads"
+        nodes = self.cache.nodes
+        gone = sorted({p.node for p in placements if p.node not in nodes})
+        if gone:
+            return "node_gone", f"node {gone[0]} is gone"
+        cordoned = sorted({p.node for p in placements if _unschedulable(nodes[p.node])})
+        if cordoned:
+            return "node_cordoned", f"node {cordoned[0]} is cordoned"
+        return None
+
     def _role_labels(self, pod: Mapping[str, Any], role: str) -> dict[str, str]:
         """The role label to write, if the pod does not carry the plan's role already.
 
-        Audit and rebalance read roles from this label, and a re-solve after a crash keeps a
-        labelled pending pod's role: without it a half-bound shard would change its mind.
+        Audit and rebalance read roles from this label (or, until it is written, from the
+        role annotation that rides in the same write as the node).
         """
         key = self.policy.labels.role
         current = str(_labels(pod).get(key) or "").lower()
@@ -443,75 +674,75 @@ class Binder:
         return {} if same else {key: role}
 
     def _enforce(
-        self,
-        key: PodKey,
-        pod: dict[str, Any],
-        node: str,
-        role: str,
-        why: str,
-        report: StepReport,
+        self, p: Placement, batch: str, why: str, outcome: ShardOutcome
     ) -> Literal["placed", "gone", "failed"]:
-        labels = self._role_labels(pod, role)
+        key, pod, node, role = p.key, p.pod, p.node, p.role
+        annotations = _written(p, batch)
         if self.config.enforce == "bind":
             uid = (pod.get("metadata") or {}).get("uid")
-            if labels:
-                labelled = self.adapter.patch_pod_labels(key[0], key[1], labels)
-                if not labelled.ok:
-                    return self._failed(
-                        key,
-                        node,
-                        labelled.outcome.value,
-                        labelled.status,
-                        labelled.message,
-                        labelled.outcome is PatchOutcome.GONE,
-                        report,
-                    )
-                if labelled.pod is not None:
-                    self.cache.put_pod(labelled.pod)
-            result = self.adapter.bind_pod(key[0], key[1], uid, node)
+            result = self.adapter.bind_pod(key[0], key[1], uid, node, annotations)
             if result.ok or (result.outcome is BindOutcome.CONFLICT and result.bound_node == node):
                 # A conflict naming our node: bound already (by us, before a restart).
                 self.cache.note_bound(key, node)
                 self.metrics.bind("bound" if result.ok else "conflict", "already_bound")
-                return self._placed(key, pod, node, why, report)
-            outcome, status, message = result.outcome.value, result.status, result.message
+                if self._role_labels(pod, role):
+                    self._queue_role_label(key, _uid(pod), role)
+                return self._placed(key, pod, node, why, outcome, result.ok)
+            status, message = result.status, result.message
+            reason = result.outcome.value
             gone = result.outcome is BindOutcome.GONE
         else:
             version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
             patched = self.adapter.pin_and_ungate(
-                key[0], key[1], node, self.config.gate, version, pod, labels
+                key[0],
+                key[1],
+                node,
+                self.config.gate,
+                version,
+                pod,
+                self._role_labels(pod, role),
+                annotations,
             )
             if patched.ok:
                 if patched.pod is not None:
-                    self.cache.put_pod(patched.pod)
+                    self.cache.settle(patched.pod)
+                else:
+                    self.cache.forget_assumed(key)
                 self.metrics.bind("bound")
-                return self._placed(key, pod, node, why, report)
-            outcome = (
+                return self._placed(key, pod, node, why, outcome, True)
+            reason = (
                 "conflict" if patched.outcome is PatchOutcome.NOT_GATED else patched.outcome.value
             )
             status, message = patched.status, patched.message
             gone = patched.outcome is PatchOutcome.GONE
-        return self._failed(key, node, outcome, status, message, gone, report)
+        self.cache.forget_assumed(key)
+        return self._failed(key, node, reason, status, message, gone, outcome)
 
     def _failed(
         self,
         key: PodKey,
         node: str,
-        outcome: str,
+        outcome_name: str,
         status: int,
         message: str,
         gone: bool,
-        report: StepReport,
+        outcome: ShardOutcome,
     ) -> Literal["gone", "failed"]:
         """Count the failure, and re-read the pod so the next solve starts from the truth."""
         name = by_key_name(key)
-        self.metrics.bind(outcome, f"http_{status}" if status else outcome)
-        report.failed.append((name, f"{outcome}: {message}"))
-        log.warning("enforce pod=%s node=%s outcome=%s message=%s", name, node, outcome, message)
+        self.metrics.bind(outcome_name, f"http_{status}" if status else outcome_name)
+        outcome.failed.append((name, f"{outcome_name}: {message}"))
+        log.warning(
+            "enforce pod=%s node=%s outcome=%s message=%s", name, node, outcome_name, message
+        )
         if gone:
             self.cache.forget_pod(key)
             return "gone"
-        fresh = self.adapter.get_pod(*key)
+        try:
+            fresh = self.adapter.get_pod(*key)
+        except Exception as exc:  # the next resync or watch event brings the truth
+            log.warning("re-read of pod %s failed: %s", name, exc)
+            return "failed"
         if fresh is None:
             self.cache.forget_pod(key)
             return "gone"
@@ -519,14 +750,57 @@ class Binder:
         return "failed"
 
     def _placed(
-        self, key: PodKey, pod: Mapping[str, Any], node: str, why: str, report: StepReport
+        self,
+        key: PodKey,
+        pod: Mapping[str, Any],
+        node: str,
+        why: str,
+        outcome: ShardOutcome,
+        written: bool,
     ) -> Literal["placed"]:
         name = by_key_name(key)
-        report.bound.append((name, node))
-        self._event(pod, "Scheduled", f"Successfully assigned {name} to {node}: {why}")
-        self._announced.pop(key, None)
-        log.info("placed pod=%s node=%s mode=%s", name, node, self.config.enforce)
+        outcome.bound.append((name, node))
+        if not written:
+            outcome.found.append((name, node))
+        self.background.event(
+            pod,
+            "Scheduled",
+            f"Successfully assigned {name} to {node}: {why}",
+            supersedes=(("WaitingForShard", "Normal"), ("FailedScheduling", "Warning")),
+        )
+        if not written:
+            log.info("pod=%s already bound to %s, the node this plan chose", name, node)
         return "placed"
+
+    def _queue_role_label(self, key: PodKey, uid: str, role: str) -> None:
+        self.background.call(("role", key), lambda: self._write_role_label(key, uid, role, 1))
+
+    def _write_role_label(self, key: PodKey, uid: str, role: str, attempt: int) -> None:
+        """Label a bound pod with the role its annotation records, if it has no role label.
+
+        The patch carries the resourceVersion it was computed from, so a label written
+        meanwhile (rebalance after a failover) is never overwritten.
+        """
+        if not self._leading():
+            return
+        pod = self.cache.server_pod(key) if attempt == 1 else None
+        if pod is None or not _spec(pod).get("nodeName"):
+            pod = self.adapter.get_pod(*key)  # the watch has not shown our write yet
+        role_key = self.policy.labels.role
+        if pod is None or _uid(pod) != uid or role_key in _labels(pod):
+            return
+        if _annotations(pod).get(ROLE_ANNOTATION) not in (None, role):
+            return  # decided again since (a newer binder): its own label write follows
+        version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
+        result = self.adapter.patch_pod_labels(key[0], key[1], {role_key: role}, version)
+        if result.ok and result.pod is not None:
+            self.cache.put_pod(result.pod)
+        elif result.outcome is PatchOutcome.CONFLICT and attempt < LABEL_ATTEMPTS:
+            self.background.call(
+                ("role", key), lambda: self._write_role_label(key, uid, role, attempt + 1)
+            )
+        elif not result.ok:
+            log.warning("role label of pod %s not written: %s", by_key_name(key), result.message)
 
     def _backoff(self, shard: str, now: float, immediate: bool = False) -> None:
         attempts = self._retry.get(shard, (0, now))[0] + 1
@@ -540,10 +814,7 @@ class Binder:
     def _event(
         self, pod: Mapping[str, Any], reason: str, message: str, type_: EventType = "Normal"
     ) -> None:
-        try:
-            self.adapter.record_event(pod, reason, message, type_)
-        except Exception as exc:
-            log.warning("event on %s not recorded: %s", by_key_name(pod_key_of(pod)), exc)
+        self.background.event(pod, reason, message, type_)
 
     def _note_decision(
         self,
@@ -582,9 +853,17 @@ class Binder:
         stop: threading.Event,
         leading: Callable[[], bool] = lambda: True,
         on_step: Callable[[StepReport], None] | None = None,
+        want_lease: Callable[[bool], None] | None = None,
     ) -> None:
-        """Step until ``stop``; a watch thread keeps the cache current and wakes the loop."""
+        """Step until ``stop``; a watch thread keeps the cache current and wakes the loop.
+
+        Each step hands its batch to the enforcer and goes on to the next one; finished
+        shards wake the loop. ``want_lease`` (without leader election) is told whether there
+        is anything to do, so the Lease is taken only while there is.
+        """
         wake = threading.Event()
+        self.enforcer.on_done = wake.set
+        self._leading = leading
 
         # Each pod event wakes the loop; node events only keep the cache current, or 5,000
         # nodes' status updates would keep it stepping with nothing to place.
@@ -602,28 +881,49 @@ class Binder:
         for watcher in watchers:
             watcher.start()
         self.follow_nodes = True
+        self.background.start()
         was_leading = False
-        while not stop.is_set():
-            if not leading():
-                was_leading = False
-                _sleep(1.0, wake, stop)
+        streaming = False
+        try:
+            while not stop.is_set():
+                if not leading():
+                    was_leading = False
+                    if want_lease is not None:
+                        want_lease(self.has_work())
+                    _sleep(1.0 if want_lease is None else 0.2, wake, stop)
+                    wake.clear()
+                    continue
+                if not was_leading:
+                    self._resync()  # a new leader trusts nothing it saw as a standby
+                    was_leading = True
                 wake.clear()
-                continue
-            if not was_leading:
-                self.cache.resync()  # a new leader trusts nothing it saw as a standby
-                was_leading = True
-            try:
-                report = self.step()
-            except Exception:
-                log.exception("step failed; retrying")
-                report = StepReport(next_step_in=self.config.retry_base_seconds)
-            if on_step is not None:
-                on_step(report)
-            _sleep(report.next_step_in, wake, stop)
-            wake.clear()
-        self.follow_nodes = False
-        for watcher in watchers:
-            watcher.join(timeout=2)  # daemons: a watch blocked on the network dies with us
+                now = self.clock()
+                try:
+                    report = self._plan(now, streaming=streaming or self.enforcer.busy)
+                    self._finish(report, now)
+                    self._reconcile_pdbs(now)
+                    streaming = report.solve_status is not None
+                except Exception:
+                    log.exception("step failed; retrying")
+                    report = StepReport(next_step_in=self.config.retry_base_seconds)
+                if want_lease is not None:
+                    want_lease(self.has_work())
+                if on_step is not None:
+                    on_step(report)
+                if report.next_step_in > 0:  # events arriving meanwhile are taken together
+                    stop.wait(max(0.0, STEP_INTERVAL - (self.clock() - now)))
+                _sleep(report.next_step_in - (self.clock() - now), wake, stop)
+        finally:
+            self.follow_nodes = False
+            self.enforcer.wait(timeout=30)  # writes in flight finish (each has its timeout)
+            leftover = StepReport()
+            self._finish(leftover, self.clock())
+            if on_step is not None and (leftover.bound or leftover.failed):
+                on_step(leftover)
+            self.background.stop()
+            self._leading = lambda: True
+            for watcher in watchers:
+                watcher.join(timeout=2)  # daemons: a watch blocked on the network dies with us
 
     def _follow(self, stop: threading.Event, poll: Callable[[int], int]) -> None:
         while not stop.is_set():
@@ -640,6 +940,11 @@ class Binder:
                 continue
             if time.monotonic() - started < 1.0:
                 stop.wait(0.2)  # a watch that ends at once must not spin
+
+
+def _written(placement: Placement, batch: str) -> dict[str, str]:
+    """The annotations a pod's write records: the role its plan gave it, and which batch."""
+    return {ROLE_ANNOTATION: placement.role, BATCH_ANNOTATION: batch}
 
 
 def _unknown_owners(pods: list[Pod], statefulsets: list[dict[str, Any]]) -> set[tuple[str, str]]:

@@ -29,13 +29,16 @@ def snapshot_from_adapter(
     return snapshot
 
 
-def connect(kubeconfig: str | None, context: str | None) -> "KubernetesAdapter":
-    """The adapter for the cluster of the kubeconfig (or the in-cluster service account)."""
+def connect(
+    kubeconfig: str | None, context: str | None, *, pool_size: int = 16
+) -> "KubernetesAdapter":
+    """The adapter for the cluster of the kubeconfig (or the in-cluster service account), with
+    connections for ``pool_size`` requests at once."""
     from placer.kube.adapter import KubernetesAdapter
     from placer.kube.config import KubeConfigError, load_api_client
 
     try:
-        return KubernetesAdapter(load_api_client(kubeconfig, context))
+        return KubernetesAdapter(load_api_client(kubeconfig, context, pool_size=pool_size))
     except KubeConfigError as exc:
         raise InputError(
             f"cannot reach a cluster ({exc}); pass -f FILE to plan from a dump"

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -272,7 +273,14 @@ class KubeAdapter(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult: ...
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> BindResult: ...
 
     def pin_and_ungate(
         self,
@@ -283,6 +291,7 @@ class KubeAdapter(Protocol):
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PatchResult: ...
 
     def record_event(
@@ -292,12 +301,17 @@ class KubeAdapter(Protocol):
         message: str,
         type: EventType = "Normal",
         component: str = DEFAULT_COMPONENT,
+        count: int = 1,
     ) -> bool: ...
 
     def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult: ...
 
     def patch_pod_labels(
-        self, namespace: str, name: str, labels: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult: ...
 
     def write_configmap(
@@ -331,6 +345,15 @@ def _raw(value: object) -> HTTPResponse:
     return cast(HTTPResponse, value)
 
 
+def _read(value: object) -> HTTPResponse:
+    """The response, its body read: only then does its connection go back to the pool. An
+    unread response takes its connection with it, and the next request opens (and TLS-shakes
+    hands on) a new one, which costs more than the request itself."""
+    resp = _raw(value)
+    resp.data  # noqa: B018  # reads (and keeps) the body, releasing the connection
+    return resp
+
+
 def _failure(exc: Exception) -> tuple[int, str]:
     """(status, message) of a failed request; status 0 when the server never answered."""
     if isinstance(exc, ApiException):
@@ -342,6 +365,16 @@ def _failure(exc: Exception) -> tuple[int, str]:
 def default_instance() -> str:
     """Who is reporting: the pod name in a cluster (downward API), else the host name."""
     return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+_PROCESS_SUFFIX = uuid.uuid4().hex[:8]
+
+
+def process_identity() -> str:
+    """Who holds a Lease: the pod name in a cluster (a restarted container keeps it, and so
+    its Lease), else the host name and a per-process suffix, as client-go does, so two
+    processes on one machine are never taken for one holder."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{_PROCESS_SUFFIX}"
 
 
 class KubernetesAdapter:
@@ -570,19 +603,26 @@ class KubernetesAdapter:
 
     # -- enforcing -----------------------------------------------------------------------
 
-    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> BindResult:
         """Bind through ``pods/binding``; the server does it atomically, at most once.
 
-        201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
+        ``annotations`` are copied onto the pod by the server in the same write. 201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
         retry after a lost response can tell its own earlier success), is still gated, or is a
         newer pod with the same name (uid precondition). 404 means it is gone.
         """
         try:
-            resp = _raw(
+            resp = _read(
                 self.core.create_namespaced_pod_binding(
                     name,
                     namespace,
-                    build_binding(name, uid, node),  # type: ignore[arg-type]  # validated into V1Binding
+                    build_binding(name, uid, node, annotations),  # type: ignore[arg-type]  # validated into V1Binding
                     _headers={"Content-Type": JSON},
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
@@ -608,6 +648,7 @@ class KubernetesAdapter:
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PatchResult:
         """Pin a gated pod to ``node`` (required node affinity) and lift ``gate``, in one patch.
 
@@ -635,7 +676,7 @@ class KubernetesAdapter:
             return PatchResult(
                 PatchOutcome.NOT_GATED, 0, f"pod {where} has no scheduling gate {gate!r}", dict(pod)
             )
-        body = build_pin_patch(pod, node, gate, resource_version, labels)
+        body = build_pin_patch(pod, node, gate, resource_version, labels, annotations)
         return self._merge_patch(namespace, name, body, f"pinned to {node}")
 
     def _merge_patch(
@@ -663,12 +704,21 @@ class KubernetesAdapter:
         )
 
     def patch_pod_labels(
-        self, namespace: str, name: str, labels: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult:
-        """Set labels (a None value removes the label) with a merge patch."""
-        return self._merge_patch(
-            namespace, name, {"metadata": {"labels": dict(labels)}}, "labels patched"
-        )
+        """Set labels (a None value removes the label) with a merge patch.
+
+        With ``resource_version`` the patch applies only to the pod as it was then (409
+        otherwise): a label computed from an older view never overwrites a newer one.
+        """
+        metadata: dict[str, Any] = {"labels": dict(labels)}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return self._merge_patch(namespace, name, {"metadata": metadata}, "labels patched")
 
     def record_event(
         self,
@@ -677,17 +727,20 @@ class KubernetesAdapter:
         message: str,
         type: EventType = "Normal",
         component: str = DEFAULT_COMPONENT,
+        count: int = 1,
     ) -> bool:
         """Best effort: an Event that cannot be written is logged, never raised."""
-        body = build_event(pod, reason, message, type, component, self.instance)
+        body = build_event(pod, reason, message, type, component, self.instance, count=count)
         namespace = body["metadata"]["namespace"]
         try:
-            self.core.create_namespaced_event(
-                namespace,
-                body,  # type: ignore[arg-type]  # validated into CoreV1Event
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.create_namespaced_event(
+                    namespace,
+                    body,  # type: ignore[arg-type]  # validated into CoreV1Event
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
         except Exception as exc:
             status, text = _failure(exc)
@@ -699,7 +752,7 @@ class KubernetesAdapter:
     def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult:
         """Ask the Eviction API, which honours PodDisruptionBudgets (429 = blocked, retry later)."""
         try:
-            resp = _raw(
+            resp = _read(
                 self.core.create_namespaced_pod_eviction(
                     name,
                     namespace,
@@ -734,12 +787,14 @@ class KubernetesAdapter:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
         action = f"write configmap {namespace}/{name}"
         try:
-            self.core.create_namespaced_config_map(
-                namespace,
-                body,  # type: ignore[arg-type]
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.create_namespaced_config_map(
+                    namespace,
+                    body,  # type: ignore[arg-type]
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
             return "created"
         except ApiException as exc:
@@ -748,13 +803,15 @@ class KubernetesAdapter:
         except Exception as exc:
             raise KubeApiError(action, *_failure(exc)) from exc
         try:
-            self.core.replace_namespaced_config_map(
-                name,
-                namespace,
-                body,  # type: ignore[arg-type]
-                _headers={"Content-Type": JSON},
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
+            _read(
+                self.core.replace_namespaced_config_map(
+                    name,
+                    namespace,
+                    body,  # type: ignore[arg-type]
+                    _headers={"Content-Type": JSON},
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             )
         except Exception as exc:
             raise KubeApiError(action, *_failure(exc)) from exc

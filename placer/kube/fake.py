@@ -243,7 +243,14 @@ class FakeKubeAdapter:
             pod = self.pods.get((namespace, name))
             return copy.deepcopy(pod) if pod else None
 
-    def bind_pod(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> BindResult:
         with self._lock:
             pod = self.pods.get((namespace, name))
             if pod is None:
@@ -264,6 +271,9 @@ class FakeKubeAdapter:
                 )
             pod = copy.deepcopy(pod)
             pod.setdefault("spec", {})["nodeName"] = node
+            if annotations:  # the server copies a Binding's annotations onto the pod
+                meta = pod["metadata"]
+                meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
             self._update((namespace, name), pod)
             self.binds.append(((namespace, name), node))
             return BindResult(BindOutcome.BOUND, 201, f"bound to {node}", node)
@@ -277,6 +287,7 @@ class FakeKubeAdapter:
         resource_version: str,
         pod: Mapping[str, Any] | None = None,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PatchResult:
         with self._lock:
             stored = self.pods.get((namespace, name))
@@ -286,7 +297,7 @@ class FakeKubeAdapter:
                 return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
             if gate not in gate_names(stored):
                 return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
-            patch = build_pin_patch(stored, node, gate, resource_version, labels)
+            patch = build_pin_patch(stored, node, gate, resource_version, labels, annotations)
             patched = apply_merge_patch(copy.deepcopy(stored), patch)
             return PatchResult(
                 PatchOutcome.PATCHED,
@@ -302,9 +313,12 @@ class FakeKubeAdapter:
         message: str,
         type: EventType = "Normal",
         component: str = DEFAULT_COMPONENT,
+        count: int = 1,
     ) -> bool:
         with self._lock:
-            self.events.append(build_event(pod, reason, message, type, component, "fake"))
+            self.events.append(
+                build_event(pod, reason, message, type, component, "fake", count=count)
+            )
         return True
 
     def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> EvictResult:
@@ -320,12 +334,18 @@ class FakeKubeAdapter:
             return EvictResult(EvictOutcome.EVICTED, 201, "evicted")
 
     def patch_pod_labels(
-        self, namespace: str, name: str, labels: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult:
         with self._lock:
             pod = self.pods.get((namespace, name))
             if pod is None:
                 return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
             patched = apply_merge_patch(copy.deepcopy(pod), {"metadata": {"labels": dict(labels)}})
             return PatchResult(
                 PatchOutcome.PATCHED,

@@ -299,3 +299,77 @@ def run_with_leader_election(
         name=lease_name,
     )
     elector.run(on_started, on_stopped, stop_event)
+
+
+class LeaseOnDemand:
+    """Holds the Lease only while its owner has work, for binders run without leader election.
+
+    Two such binders started by mistake never write at once: each takes the Lease when it has
+    pods to place and gives it up once idle for ``idle_release`` seconds, and a binder that
+    takes it over lists the cluster again first (the caller's job: ``held`` turning true).
+    A leader-elected binder holding the same Lease keeps every on-demand one out.
+    """
+
+    def __init__(self, elector: LeaderElector, idle_release: float = 1.0) -> None:
+        self.elector = elector
+        self.idle_release = idle_release
+        self._wanted = threading.Event()
+        self._changed = threading.Event()
+
+    @property
+    def held(self) -> bool:
+        return self.elector.is_leader
+
+    def want(self, wanted: bool) -> None:
+        """Say whether there is work; wanting it again wakes the campaign at once."""
+        if wanted and not self._wanted.is_set():
+            self._wanted.set()
+            self._changed.set()
+        elif not wanted:
+            self._wanted.clear()
+
+    def run(self, stop_event: threading.Event) -> None:
+        """Campaign while wanted, renew while held, release when idle; until ``stop_event``."""
+        elector, config = self.elector, self.elector.config
+        last_renew = 0.0
+        idle_since: float | None = None
+        try:
+            while not stop_event.is_set():
+                now = elector.clock()
+                if self._wanted.is_set():
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
+                keep = self._wanted.is_set() or (
+                    self.held and idle_since is not None and now - idle_since < self.idle_release
+                )
+                if keep:
+                    if elector.try_acquire_or_renew():
+                        last_renew = now
+                        if not self.held:
+                            log.info("lease: %s took %s", elector.identity, elector.name)
+                            elector._leader.set()
+                    elif self.held and (
+                        (elector.holder is not None and elector.holder != elector.identity)
+                        or now - last_renew >= config.renew_deadline
+                    ):
+                        log.warning("lease: %s lost %s", elector.identity, elector.name)
+                        elector._leader.clear()
+                    period = config.retry_period if self.held else config.retry_period / 2
+                elif self.held:
+                    elector._leader.clear()
+                    elector.release()
+                    period = config.retry_period
+                else:
+                    period = config.retry_period
+                self._changed.clear()
+                deadline = elector.clock() + period
+                while not (stop_event.is_set() or self._changed.is_set()):
+                    left = deadline - elector.clock()
+                    if left <= 0:
+                        break
+                    self._changed.wait(min(left, 0.1))
+        finally:
+            if self.held:
+                elector._leader.clear()
+                elector.release()

@@ -21,11 +21,19 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def build_binding(name: str, uid: str | None, node: str) -> dict[str, Any]:
-    """A Binding for ``pods/binding``; the uid makes the server refuse a same-named newer pod."""
+def build_binding(
+    name: str, uid: str | None, node: str, annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A Binding for ``pods/binding``; the uid makes the server refuse a same-named newer pod.
+
+    The server copies the Binding's annotations onto the pod in the same write as the node, so
+    what rides here (the role the plan chose, which batch decided) never lands without the bind.
+    """
     metadata: dict[str, Any] = {"name": name}
     if uid:
         metadata["uid"] = uid
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -75,13 +83,15 @@ def build_pin_patch(
     gate: str,
     resource_version: str,
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A JSON merge patch that pins ``pod`` to ``node`` and removes ``gate`` in one write.
 
     Merge patch replaces lists whole, which is what we want: the terms and the remaining gates
     are computed from the object at ``resource_version``, and carrying that resourceVersion in
     the patch makes the server answer 409 if the pod changed meanwhile. ``labels`` (the role
-    the plan gave the pod) ride in the same write, so a pin never lands without its role.
+    the plan gave the pod) and ``annotations`` (the binder's record of the decision) ride in
+    the same write, so a pin never lands without its role.
     """
     remaining = [
         g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != gate
@@ -89,6 +99,8 @@ def build_pin_patch(
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if labels:
         metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "metadata": metadata,
         "spec": {
@@ -124,8 +136,12 @@ def build_event(
     component: str,
     instance: str,
     now: datetime | None = None,
+    count: int = 1,
 ) -> dict[str, Any]:
     """A core/v1 Event about ``pod``, shown by ``kubectl describe pod``.
+
+    ``count`` says how many similar events (same pod, reason and type) this one stands for,
+    as kube-scheduler's event correlator folds repeats into one.
 
     core/v1 is used rather than events.k8s.io/v1 because the latter requires a MicroTime
     ``eventTime`` that the Python client serializes without the fixed six fraction digits
@@ -160,7 +176,7 @@ def build_event(
         "reportingInstance": instance,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
-        "count": 1,
+        "count": max(1, count),
     }
 
 

@@ -523,7 +523,7 @@ def running_control_plane(workdir: Path, assets: Path | None = None) -> Iterator
 
 def json_of(response: object) -> dict[str, Any]:
     """The decoded body of a ``_preload_content=False`` call (a urllib3 response, whatever
-    the client's annotations say)."""
+    the client's annotations say). Reading it gives its connection back to the pool."""
     data: dict[str, Any] = json.loads(cast(HTTPResponse, response).data)
     return data
 
@@ -552,7 +552,7 @@ def create_node(
         "metadata": {"name": name, "labels": all_labels},
         "spec": {"taints": [dict(t) for t in taints]} if taints else {},
     }
-    core.create_node(body, _preload_content=False)  # type: ignore[arg-type]
+    json_of(core.create_node(body, _preload_content=False))  # type: ignore[arg-type]
     resources = {"cpu": cpu, "memory": memory, "pods": pods}
     now = _now()
     status = {
@@ -571,8 +571,10 @@ def create_node(
             ],
         }
     }
-    core.patch_node_status(
-        name, status, _content_type="application/merge-patch+json", _preload_content=False
+    json_of(
+        core.patch_node_status(
+            name, status, _content_type="application/merge-patch+json", _preload_content=False
+        )
     )
     current = json_of(core.read_node(name, _preload_content=False))
     kept = [
@@ -588,9 +590,11 @@ def create_node(
 
 
 def create_namespace(api: ApiClient, name: str) -> None:
-    CoreV1Api(api).create_namespace(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},  # type: ignore[arg-type]
-        _preload_content=False,
+    json_of(
+        CoreV1Api(api).create_namespace(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},  # type: ignore[arg-type]
+            _preload_content=False,
+        )
     )
 
 
@@ -641,10 +645,12 @@ def create_pod(
 
 def set_pod_phase(api: ApiClient, namespace: str, name: str, phase: str = "Running") -> None:
     """What a kubelet would report; e.g. Running, so evictions consult PodDisruptionBudgets."""
-    CoreV1Api(api).patch_namespaced_pod_status(
-        name,
-        namespace,
-        {"status": {"phase": phase}},
-        _content_type="application/merge-patch+json",
-        _preload_content=False,
+    json_of(
+        CoreV1Api(api).patch_namespaced_pod_status(
+            name,
+            namespace,
+            {"status": {"phase": phase}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
     )

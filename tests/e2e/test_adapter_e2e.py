@@ -168,6 +168,40 @@ def test_concurrent_binds_bind_exactly_once(
     assert stored is not None and stored["spec"]["nodeName"] == winners[0]
 
 
+def test_a_bindings_annotations_land_on_the_pod_in_the_same_write(
+    kube_api: ApiClient, kube_adapter: KubernetesAdapter, namespace: str, run_id: str
+) -> None:
+    """The role rides in the Binding: one write gives the pod its node and its annotations."""
+    (name,) = nodes_for(kube_api, run_id, 1)
+    pod = create_pod(kube_api, namespace, "p", REDIS, scheduler_name="redis-placer")
+    _, version = kube_adapter.list_pods_with_version(namespace)
+    notes = {"redis-placer.io/role": "master", "redis-placer.io/batch": "run-1"}
+    assert kube_adapter.bind_pod(namespace, "p", pod["metadata"]["uid"], name, notes).ok
+    changes = [
+        e for e in kube_adapter.watch_pods(namespace, resource_version=version, timeout_seconds=2)
+    ]
+    (change,) = [e for e in changes if e.type != "BOOKMARK"]
+    assert change.type == "MODIFIED" and change.object["spec"]["nodeName"] == name
+    assert change.object["metadata"]["annotations"] == notes
+
+
+def test_a_label_patch_guarded_by_a_resource_version_refuses_a_newer_pod(
+    kube_adapter: KubernetesAdapter, kube_api: ApiClient, namespace: str
+) -> None:
+    pod = create_pod(kube_api, namespace, "p", REDIS, scheduler_name="redis-placer")
+    old = pod["metadata"]["resourceVersion"]
+    assert kube_adapter.patch_pod_labels(namespace, "p", {"redis-role": "replica"}).ok
+    stale = kube_adapter.patch_pod_labels(namespace, "p", {"redis-role": "master"}, old)
+    assert stale.outcome is PatchOutcome.CONFLICT and stale.status == 409
+    stored = kube_adapter.get_pod(namespace, "p")
+    assert stored is not None and stored["metadata"]["labels"]["redis-role"] == "replica"
+    fresh = kube_adapter.patch_pod_labels(
+        namespace, "p", {"redis-role": "master"}, stored["metadata"]["resourceVersion"]
+    )
+    assert fresh.ok and fresh.pod is not None
+    assert fresh.pod["metadata"]["labels"]["redis-role"] == "master"
+
+
 # -- gating ----------------------------------------------------------------------------------
 
 
@@ -190,8 +224,11 @@ def test_gated_pod_is_pinned_and_ungated_in_one_update(
     assert pinned_terms(stored) == [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [first]}]}
     ]
+    # The pod as read, passed along: kube-scheduler may bind it (a newer version) any moment.
+    current = kube_adapter.get_pod(namespace, "g")
+    assert current is not None
     again = kube_adapter.pin_and_ungate(
-        namespace, "g", first, GATE, stored["metadata"]["resourceVersion"]
+        namespace, "g", first, GATE, current["metadata"]["resourceVersion"], current
     )
     assert again.outcome is PatchOutcome.NOT_GATED
     if control_plane.scheduler_running:

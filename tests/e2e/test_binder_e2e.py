@@ -585,7 +585,8 @@ def test_only_the_lease_holder_places_and_the_standby_takes_over(
 
         create_shard(0)
         assert wait_for(lambda: shard_bound(0), timeout=90), (leader.errors, leader.reports)
-        assert len(leader.bound) == MEMBERS
+        # Bindings go out beside the loop: their outcome is in the step after they land.
+        assert wait_for(lambda: len(leader.bound) == MEMBERS, timeout=10), leader.reports
         assert standby.reports == [], "the standby must not step while another holds the Lease"
         assert reporters(0) == [leader.name] * MEMBERS
 
@@ -594,7 +595,7 @@ def test_only_the_lease_holder_places_and_the_standby_takes_over(
         assert wait_for(lambda: standby.elector.is_leader, timeout=15)
         create_shard(1)
         assert wait_for(lambda: shard_bound(1), timeout=90), (standby.errors, standby.reports)
-        assert len(standby.bound) == MEMBERS
+        assert wait_for(lambda: len(standby.bound) == MEMBERS, timeout=10), standby.reports
         assert reporters(1) == [standby.name] * MEMBERS
         assert reporters(0) == [leader.name] * MEMBERS  # nothing bound twice
         assert leader.errors == [] and standby.errors == []

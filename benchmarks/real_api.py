@@ -1,0 +1,775 @@
+"""Benchmark: the binder and the stock kube-scheduler on a real API server, in one run.
+
+    KUBEBUILDER_ASSETS=/path/to/binaries python -m benchmarks.real_api --nodes 1000 --shards 500
+        [--members 3] [--creators 16] [--runs stock,bind,gate,raw] [--raw-pods 600]
+        [--binder-arg=--solver=greedy ...] [--workdir DIR] [--profile DIR]
+
+The control plane of the end-to-end tests (etcd, kube-apiserver, kube-scheduler from
+``KUBEBUILDER_ASSETS``) is started, ``--nodes`` Ready nodes are created (three zones, racks of
+ten; allocatable and the Ready condition set through the status subresource, the not-ready
+taint removed), and then, each alone on the same plane (the pods of one run are deleted before
+the next):
+
+- ``stock``: kube-scheduler at its default client QPS places the Redis pods, each given the
+  strongest per-pod rules a user can write for what the binder guarantees: required pod
+  anti-affinity on the hostname for members of the same shard (shard-spread), preferred pod
+  anti-affinity on the zone (weight 100) and the rack (weight 50) for members of the same shard
+  (replica-separation), and for masters (labelled ``redis-role: master``, the first member of
+  each shard) required anti-affinity on the hostname against every master (master-exclusivity)
+  and a zone topology spread constraint, maxSkew 1, DoNotSchedule (master balance);
+- ``bind``: ``redis-placer binder`` (a subprocess, as deployed, leader-elected) binds the pods;
+  they carry no role label (the solver picks each shard's master) and no affinity;
+- ``gate``: the pods are created with the placement gate, the binder pins them and lifts the
+  gate, kube-scheduler binds them;
+- ``trivial``: ``benchmarks.trivial_binder``, a process that binds each pod the moment its watch
+  shows it (round-robin over the nodes, 32 threads, no decision): the most any placer in its
+  own process can do with this arrival;
+- ``raw``: the API server's own rates: ``--raw-pods`` pods pre-created with a scheduler name
+  nobody serves (the create rate), then a Binding POSTed for each through the kubernetes client
+  (the adapter's ``bind_pod``) with 1, 8 and 32 threads, nothing else running.
+
+Pods are created shard by shard (master first) by ``--creators`` threads. A watch records when
+each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
+time to the first bind, p50/p90 from a shard's last pod created to its first bind, hard and
+soft violations of the result by the independent checker (``solver.check.audit``), the worst
+single-zone master loss, the load average at start and end, and the CPU seconds each process
+used. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
+into DIR, as collapsed stacks.
+"""
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client import ApiClient, Configuration, CoreV1Api
+
+from models.kube_objects import SHARD_SIZE_ANNOTATION, build_snapshot
+from models.policy import Policy
+from placer.binder.loop import PLACEMENT_GATE
+from placer.kube.adapter import KubernetesAdapter, WatchExpired
+from solver.check import audit, keep_plan, worst_domain_loss
+from tests.e2e.control_plane import (
+    ControlPlane,
+    create_namespace,
+    create_node,
+    find_assets,
+    json_of,
+)
+
+POLICY = Policy()
+CLUSTER = "bench"
+ZONES = ("a", "b", "c")
+NODES_PER_RACK = 10
+LEASE_NAMESPACE = "redis-placer"
+RAW_THREADS = (1, 8, 32)
+NOBODY = "bench-nobody"
+"""The scheduler name of pods no real scheduler serves (the raw and trivial runs)."""
+
+
+# -- objects ---------------------------------------------------------------------------------
+
+
+def node_labels(index: int) -> dict[str, str]:
+    zone = ZONES[index % len(ZONES)]
+    rack = index // (len(ZONES) * NODES_PER_RACK)
+    return {
+        POLICY.topology.zone: f"zone-{zone}",
+        POLICY.topology.rack: f"rack-{zone}{rack}",
+        "bench": "node",
+    }
+
+
+def shard_labels(shard: int) -> dict[str, str]:
+    return {**POLICY.selector, POLICY.labels.cluster: CLUSTER, POLICY.labels.shard: str(shard)}
+
+
+def _term(labels: dict[str, str], key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+
+
+def stock_rules(shard: int, master: bool) -> dict[str, Any]:
+    """The strongest per-pod rules a user can give kube-scheduler for the binder's guarantees."""
+    same_shard = shard_labels(shard)
+    host, zone, rack = POLICY.topology.host, POLICY.topology.zone, POLICY.topology.rack
+    required = [_term(same_shard, host)]
+    if master:
+        required.append(_term({**POLICY.selector, POLICY.labels.role: "master"}, host))
+    spec: dict[str, Any] = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": required,
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": _term(same_shard, zone)},
+                    {"weight": 50, "podAffinityTerm": _term(same_shard, rack)},
+                ],
+            }
+        }
+    }
+    if master:
+        masters = {POLICY.labels.cluster: CLUSTER, POLICY.labels.role: "master"}
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": zone,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": masters},
+            }
+        ]
+    return spec
+
+
+def pod_body(mode: str, shard: int, index: int, members: int) -> dict[str, Any]:
+    labels = shard_labels(shard)
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "redis",
+                "image": "redis:7.2",
+                "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+        "nodeSelector": {"bench": "node"},
+    }
+    if mode == "stock":
+        labels[POLICY.labels.role] = "master" if index == 0 else "replica"
+        spec.update(stock_rules(shard, index == 0))
+    elif mode == "bind":
+        spec["schedulerName"] = POLICY.scheduler_name
+    elif mode == "gate":
+        spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
+    else:  # raw, trivial: pods no real scheduler serves
+        spec["schedulerName"] = NOBODY
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{CLUSTER}-{shard}-{index}",
+            "labels": labels,
+            "annotations": {SHARD_SIZE_ANNOTATION: str(members)},
+        },
+        "spec": spec,
+    }
+
+
+def create_nodes(api: ApiClient, count: int, threads: int) -> None:
+    work: queue.Queue[int] = queue.Queue()
+    for i in range(count):
+        work.put(i)
+
+    def worker() -> None:
+        while True:
+            try:
+                i = work.get_nowait()
+            except queue.Empty:
+                return
+            create_node(api, f"node-{i:05d}", node_labels(i), cpu="8", memory="32Gi", pods="110")
+
+    _parallel(worker, threads)
+
+
+def _parallel(worker: Callable[[], None], threads: int) -> None:
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            worker()
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=guarded, daemon=True) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def api_client(plane: ControlPlane, pool: int) -> ApiClient:
+    configuration: Configuration = plane.configuration()
+    configuration.connection_pool_maxsize = pool
+    return ApiClient(configuration)
+
+
+# -- watching --------------------------------------------------------------------------------
+
+
+class PodTimes:
+    """When each pod of a namespace was created (by us) and first seen with a node (watch)."""
+
+    def __init__(self, adapter: KubernetesAdapter, namespace: str) -> None:
+        self.adapter = adapter
+        self.namespace = namespace
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.nodes: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        _, self._version = adapter.list_pods_with_version(namespace)
+
+    def start(self) -> "PodTimes":
+        self._thread.start()
+        return self
+
+    def note_created(self, name: str) -> None:
+        with self._lock:
+            self.created[name] = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self.adapter.watch_pods(
+                    self.namespace, resource_version=self._version, timeout_seconds=30
+                ):
+                    self._version = event.resource_version or self._version
+                    node = (event.object.get("spec") or {}).get("nodeName")
+                    name = event.object["metadata"].get("name")
+                    if node and name and event.type != "DELETED":
+                        with self._lock:
+                            if name not in self.bound:
+                                self.bound[name] = time.monotonic()
+                                self.nodes[name] = node
+                    if self._stop.is_set():
+                        return
+            except WatchExpired:
+                _, self._version = self.adapter.list_pods_with_version(self.namespace)
+            except Exception as exc:  # a dropped watch: resume from the last version
+                print(f"  watch: {exc}; resuming", file=sys.stderr)
+                time.sleep(0.5)
+
+    def wait_bound(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if len(self.bound) >= count:
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# -- where the CPU goes ----------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(plane: ControlPlane, binder: "Binder | None") -> dict[str, float]:
+    pids = {p.name: p.popen.pid for p in plane.processes if p.popen is not None}
+    if binder is not None:
+        pids["binder"] = binder.process.pid
+    pids["benchmark"] = os.getpid()
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+# -- the placers -----------------------------------------------------------------------------
+
+
+@dataclass
+class Binder:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    profiler: subprocess.Popen[bytes] | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.profiler is not None and self.profiler.poll() is None:
+            self.profiler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.profiler.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.profiler.kill()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_binder(
+    plane: ControlPlane, mode: str, extra: list[str], workdir: Path, profile: Path | None
+) -> Binder:
+    log_path = workdir / f"binder-{mode}.log"
+    args = [
+        sys.executable,
+        "-m",
+        "placer.cli",
+        "binder",
+        "--enforce",
+        mode,
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        "--lease-namespace",
+        LEASE_NAMESPACE,
+        "--metrics-port",
+        "0",
+        *extra,
+    ]
+    env = {**os.environ, "POD_NAME": f"bench-binder-{mode}", "NO_PROXY": "127.0.0.1,localhost"}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
+        )
+    binder = Binder(process, log_path)
+    deadline = time.monotonic() + 60
+    while "leads" not in binder.log() or binder.log().count("cache resynced") < 2:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"binder did not start:\n{binder.log()[-3000:]}")
+        time.sleep(0.1)
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        spy = shutil.which("py-spy")
+        if spy is None:
+            raise RuntimeError("--profile needs py-spy on the PATH (pip install py-spy)")
+        binder.profiler = subprocess.Popen(
+            [spy, "record", "--pid", str(process.pid), "--format", "raw", "--gil",
+             "--rate", "100", "--output", str(profile / f"binder-{mode}.txt")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(1.0)
+    return binder
+
+
+def start_trivial(plane: ControlPlane, namespace: str, workdir: Path) -> Binder:
+    """``benchmarks.trivial_binder`` on the run's namespace: bound as seen, no decision."""
+    log_path = workdir / "binder-trivial.log"
+    args = [
+        sys.executable, "-m", "benchmarks.trivial_binder", "--kubeconfig", str(plane.kubeconfig),
+        "--namespace", namespace, "--scheduler-name", NOBODY, "--threads", "32",
+    ]  # fmt: skip
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
+        )
+    binder = Binder(process, log_path)
+    deadline = time.monotonic() + 60
+    while "ready" not in binder.log():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"trivial binder did not start:\n{binder.log()[-3000:]}")
+        time.sleep(0.1)
+    return binder
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    mode: str
+    nodes: int
+    pods: int
+    bound: int
+    created_seconds: float
+    """From the first create to the last create returning."""
+    seconds: float
+    pods_per_second: float
+    first_bind: float
+    shard_p50: float
+    shard_p90: float
+    hard: int
+    soft: int
+    soft_rules: dict[str, int]
+    zone_master_loss: float
+    load_start: float
+    load_end: float
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process used from the first create to the last bind."""
+    solves: list[str] = field(default_factory=list)
+
+
+def create_pods(
+    core: CoreV1Api,
+    namespace: str,
+    mode: str,
+    shards: int,
+    members: int,
+    threads: int,
+    times: PodTimes,
+) -> float:
+    """Create every shard's pods (master first) with ``threads`` threads; when it started."""
+    work: queue.Queue[int] = queue.Queue()
+    for s in range(shards):
+        work.put(s)
+
+    def worker() -> None:
+        while True:
+            try:
+                shard = work.get_nowait()
+            except queue.Empty:
+                return
+            for index in range(members):
+                body = pod_body(mode, shard, index, members)
+                resp = core.create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
+                json_of(resp)  # read, so the connection serves the next create
+                times.note_created(body["metadata"]["name"])
+
+    started = time.monotonic()
+    _parallel(worker, threads)
+    return started
+
+
+def judge(adapter: KubernetesAdapter, namespace: str) -> tuple[int, int, dict[str, int], float]:
+    """Hard and soft violations of the placement, and the worst single-zone master loss."""
+    nodes = adapter.list_nodes(label_selector="bench=node")
+    pods = adapter.list_pods(namespace)
+    snapshot = build_snapshot([*nodes, *pods], POLICY)
+    violations = audit(snapshot, POLICY)
+    hard = sum(1 for v in violations if v.severity == "hard")
+    soft_rules = Counter(v.rule for v in violations if v.severity == "soft")
+    losses = worst_domain_loss(snapshot, POLICY, keep_plan(snapshot))
+    zone = next((d.master_loss_ratio for d in losses if d.level == "zone"), 0.0)
+    return hard, sum(soft_rules.values()), dict(soft_rules), zone
+
+
+def delete_pods(core: CoreV1Api, namespace: str) -> None:
+    json_of(
+        core.delete_collection_namespaced_pod(
+            namespace, grace_period_seconds=0, _preload_content=False
+        )
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        items = json_of(core.list_namespaced_pod(namespace, limit=1, _preload_content=False))
+        if not items["items"]:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"pods of {namespace} not deleted after 300 s")
+
+
+def run_placer(
+    plane: ControlPlane,
+    api: ApiClient,
+    mode: str,
+    args: argparse.Namespace,
+    workdir: Path,
+) -> RunResult:
+    core = CoreV1Api(api)
+    adapter = KubernetesAdapter(api, instance="bench")
+    namespace = f"bench-{mode}-{int(time.time())}"
+    create_namespace(api, namespace)
+    binder = None
+    if mode in ("bind", "gate"):
+        binder = start_binder(plane, mode, args.binder_arg, workdir, args.profile)
+    elif mode == "trivial":
+        binder = start_trivial(plane, namespace, workdir)
+    total = args.shards * args.members
+    times = PodTimes(adapter, namespace).start()
+    load_start = os.getloadavg()[0]
+    print(f"{mode}: creating {total} pods (load {load_start:.2f})", flush=True)
+    cpu_before = cpu_of(plane, binder)
+    try:
+        started = create_pods(
+            core, namespace, mode, args.shards, args.members, args.creators, times
+        )
+        created_s = time.monotonic() - started
+        done = times.wait_bound(total, args.timeout)
+        load_end = os.getloadavg()[0]
+        cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_of(plane, binder).items()}
+    finally:
+        times.stop()
+        if binder is not None:
+            binder.stop()
+    log = binder.log() if binder is not None else ""
+    solves = [line.split(" solve ", 1)[1] for line in log.splitlines() if " solve batch=" in line]
+    bound_at = dict(times.bound)
+    last = max(bound_at.values()) if bound_at else started
+    by_shard: dict[str, list[str]] = defaultdict(list)
+    for name in times.created:
+        by_shard[name.rsplit("-", 1)[0]].append(name)
+    latencies = [
+        min(bound_at[n] for n in names if n in bound_at) - max(times.created[n] for n in names)
+        for names in by_shard.values()
+        if any(n in bound_at for n in names)
+    ]
+    hard, soft, soft_rules, zone_loss = judge(adapter, namespace)
+    seconds = last - started
+    result = RunResult(
+        mode=mode,
+        nodes=args.nodes,
+        pods=total,
+        bound=len(bound_at),
+        created_seconds=created_s,
+        seconds=seconds,
+        pods_per_second=len(bound_at) / seconds if seconds > 0 else 0.0,
+        first_bind=(min(bound_at.values()) - started) if bound_at else float("nan"),
+        shard_p50=statistics.median(latencies) if latencies else float("nan"),
+        shard_p90=_quantile(latencies, 0.9),
+        hard=hard,
+        soft=soft,
+        soft_rules=soft_rules,
+        zone_master_loss=zone_loss,
+        load_start=load_start,
+        load_end=load_end,
+        cpu=cpu,
+        solves=solves,
+    )
+    print(
+        f"{mode}: {len(bound_at)}/{total} bound in {seconds:.1f} s ({created_s:.1f} s creating)"
+        f"{'' if done else ' (timed out)'}; {len(solves)} solves",
+        flush=True,
+    )
+    delete_pods(core, namespace)
+    return result
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- the API server's own Binding rate -------------------------------------------------------
+
+
+@dataclass
+class RawRates:
+    """The API server alone, driven by the kubernetes client from this process."""
+
+    binds: dict[int, float] = field(default_factory=dict)
+    """Bindings/s of pre-created pods, by threads."""
+    creates: float = 0.0
+    """Pods created/s by ``--creators`` threads, nothing else running."""
+
+
+def raw_rates(api: ApiClient, args: argparse.Namespace) -> RawRates:
+    core = CoreV1Api(api)
+    adapter = KubernetesAdapter(api, instance="bench")
+    nodes = [n["metadata"]["name"] for n in adapter.list_nodes(label_selector="bench=node")]
+    rates = RawRates()
+    for threads in RAW_THREADS:
+        namespace = f"bench-raw-{threads}-{int(time.time())}"
+        create_namespace(api, namespace)
+        started = time.monotonic()
+        pods = _create_unscheduled(core, namespace, args)
+        created = len(pods) / (time.monotonic() - started)
+        rates.creates = max(rates.creates, created)
+        time.sleep(2.0)  # let the watches settle: measure the binds alone
+        load = os.getloadavg()[0]
+        seconds = _bind_all(adapter, namespace, pods, nodes, threads)
+        rates.binds[threads] = len(pods) / seconds
+        print(
+            f"raw: {len(pods)} created at {created:.0f}/s; Bindings with {threads} threads in "
+            f"{seconds:.2f} s: {rates.binds[threads]:.0f}/s (load {load:.2f})",
+            flush=True,
+        )
+        delete_pods(core, namespace)
+    return rates
+
+
+def _create_unscheduled(
+    core: CoreV1Api, namespace: str, args: argparse.Namespace
+) -> list[tuple[str, str]]:
+    """``--raw-pods`` pods that no scheduler serves: (name, uid)."""
+    work: queue.Queue[int] = queue.Queue()
+    for s in range(-(-args.raw_pods // args.members)):
+        work.put(s)
+    created: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def create() -> None:
+        while True:
+            try:
+                shard = work.get_nowait()
+            except queue.Empty:
+                return
+            for index in range(args.members):
+                body = pod_body("raw", shard, index, args.members)
+                resp = core.create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
+                pod = json_of(resp)
+                with lock:
+                    created.append((pod["metadata"]["name"], pod["metadata"]["uid"]))
+
+    _parallel(create, args.creators)
+    return created[: args.raw_pods]
+
+
+def _bind_all(
+    adapter: KubernetesAdapter,
+    namespace: str,
+    pods: list[tuple[str, str]],
+    nodes: list[str],
+    threads: int,
+) -> float:
+    """POST a Binding for every pod with ``threads`` threads; the seconds it took."""
+    work: queue.Queue[tuple[int, str, str]] = queue.Queue()
+    for i, (name, uid) in enumerate(pods):
+        work.put((i, name, uid))
+
+    def bind() -> None:
+        while True:
+            try:
+                i, name, uid = work.get_nowait()
+            except queue.Empty:
+                return
+            result = adapter.bind_pod(namespace, name, uid, nodes[i % len(nodes)])
+            if not result.ok:
+                raise RuntimeError(f"raw bind of {name}: {result.message}")
+
+    started = time.monotonic()
+    _parallel(bind, threads)
+    return time.monotonic() - started
+
+
+# -- the report ------------------------------------------------------------------------------
+
+LABELS = {
+    "stock": "kube-scheduler",
+    "bind": "binder, bind mode",
+    "gate": "binder + kube-scheduler, gate mode",
+    "trivial": "no decision: bound as seen, 32 threads",
+}
+CREATORS_NOTE = "the --creators threads (nothing else running)"
+
+
+def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
+    headers = [
+        "placer",
+        "nodes",
+        "pods",
+        "bound",
+        "created in s",
+        "last bind at s",
+        "pods/s",
+        "first bind s",
+        "shard p50 s",
+        "shard p90 s",
+        "hard",
+        "soft",
+        "worst zone master loss",
+        "load start/end",
+    ]
+    yield " | ".join(headers)
+    yield " | ".join("---" for _ in headers)
+    for r in results:
+        soft = f"{r.soft}" + (
+            f" ({', '.join(f'{k} {v}' for k, v in sorted(r.soft_rules.items()))})" if r.soft else ""
+        )
+        yield " | ".join(
+            [
+                LABELS[r.mode],
+                f"{r.nodes:,}",
+                f"{r.pods:,}",
+                f"{r.bound:,}",
+                f"{r.created_seconds:.1f}",
+                f"{r.seconds:.1f}",
+                f"{r.pods_per_second:.1f}",
+                f"{r.first_bind:.2f}",
+                f"{r.shard_p50:.2f}",
+                f"{r.shard_p90:.2f}",
+                *(
+                    ("-", "-", "-")  # it decides nothing: no roles, no rules to judge
+                    if r.mode == "trivial"
+                    else (str(r.hard), soft, f"{r.zone_master_loss:.1%}")
+                ),
+                f"{r.load_start:.1f} / {r.load_end:.1f}",
+            ]
+        )
+    if rates is not None:
+        yield ""
+        yield (
+            "API server alone: Bindings of pre-created pods "
+            + ", ".join(
+                f"{rate:.0f}/s with {threads} thread{'s' if threads > 1 else ''}"
+                for threads, rate in sorted(rates.binds.items())
+            )
+            + f"; pods created {rates.creates:.0f}/s by {CREATORS_NOTE}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--shards", type=int, default=500)
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--creators", type=int, default=16, help="threads creating pods")
+    parser.add_argument("--runs", default="stock,bind,gate,trivial,raw")
+    parser.add_argument("--raw-pods", type=int, default=600)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument(
+        "--binder-arg",
+        action="append",
+        default=[],
+        help="passed to redis-placer binder (repeat), e.g. --binder-arg=--solver=greedy",
+    )
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy output folder")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    assets = find_assets()
+    if assets is None:
+        parser.error("set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, kube-scheduler")
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    unknown = set(runs) - {*LABELS, "raw"}
+    if unknown:
+        parser.error(f"--runs: unknown {', '.join(sorted(unknown))}")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="real-api-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    plane = ControlPlane(assets, workdir / "plane", with_scheduler=True)
+    print(f"control plane in {workdir} (load {os.getloadavg()[0]:.2f})", flush=True)
+    plane.start()
+    try:
+        api = api_client(plane, pool=64)
+        create_namespace(api, LEASE_NAMESPACE)
+        started = time.monotonic()
+        create_nodes(api, args.nodes, args.creators)
+        print(f"{args.nodes} nodes in {time.monotonic() - started:.1f} s", flush=True)
+        results = [run_placer(plane, api, m, args, workdir) for m in runs if m != "raw"]
+        rates = raw_rates(api, args) if "raw" in runs else None
+    finally:
+        plane.stop()
+    report = [f"python -m benchmarks.real_api {' '.join(sys.argv[1:])}", *table(results, rates)]
+    report.append("")
+    for r in results:
+        used = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
+        report.append(f"{r.mode}: CPU seconds from first create to last bind: {used}")
+    for r in results:
+        if r.solves:
+            report.append(f"\n{r.mode} solves:")
+            report.extend(f"  {line}" for line in r.solves)
+    text = "\n".join(report)
+    print("\n" + text)
+    (workdir / "report.md").write_text(text + "\n")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {"runs": [asdict(r) for r in results], "raw": asdict(rates) if rates else None},
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
