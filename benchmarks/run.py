@@ -5,8 +5,9 @@
 
 Prints one table row per case and solver: nodes, pending pods, wall seconds, status, engine,
 objective, bound, gap, hard violations and unplaced pods (both from the independent checker),
-replicas sharing a zone with their master. With ``--cli`` each case also runs the real command
-(``redis-placer plan -f DUMP -o json``) in a child process and reports its wall time, from start
+replicas sharing a zone with their master, moves and failovers. The ``rebalance`` case solves
+in rebalance mode; its greedy row is the running placement left as it is. With ``--cli`` each case also runs the real command
+(``redis-placer plan -f DUMP -o json --mode MODE``) in a child process and reports its wall time, from start
 to printed plan, and its peak memory.
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from models.cluster import Role
 from models.kube_objects import build_snapshot, flatten
-from models.plan import Plan
+from models.plan import Mode, Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
@@ -45,6 +46,7 @@ class Case:
     running_shards: int
     time_limit: float
     shape: dict[str, Any] = field(default_factory=dict)
+    mode: Mode = "place"
 
 
 CASES = {
@@ -60,6 +62,9 @@ CASES = {
     "tighter": Case("300 nodes, zones 50/30/20, 12Gi pods / 400 shards", 300, 400, 0, 10, TIGHT),
     "clusters": Case(
         "2,000 nodes / 2,000 shards of 3 Redis clusters", 2000, 2000, 0, 10, {"clusters": 3}
+    ),
+    "rebalance": Case(
+        "rebalance 1,000 nodes / 400 running shards", 1000, 0, 400, 10, mode="rebalance"
     ),
 }
 HEADERS = [
@@ -77,6 +82,7 @@ HEADERS = [
     "hard",
     "unplaced",
     "zone-shared",
+    "moves / failovers",
 ]
 
 
@@ -125,11 +131,12 @@ def row(
         str(hard),
         str(len(plan.unplaced)),
         str(zone_sharing(snapshot, plan)),
+        f"{sum(1 for a in plan.assignments if a.action == 'move')} / {len(plan.failovers)}",
     ]
 
 
 def cli_run(
-    document: dict[str, Any], policy: Policy, time_limit: float
+    document: dict[str, Any], policy: Policy, time_limit: float, mode: Mode
 ) -> tuple[float, float, str]:
     """The real command on the case's dump: (wall seconds, peak RSS in MiB, status)."""
     with tempfile.TemporaryDirectory() as folder:
@@ -152,6 +159,8 @@ def cli_run(
             "json",
             "--time-limit",
             str(time_limit),
+            "--mode",
+            mode,
         ]
         # A wrapper process measures its one child: wall time and peak resident memory.
         wrapper = (
@@ -200,11 +209,11 @@ def main() -> None:
             limit = args.time_limit or case.time_limit
             started = time.monotonic()
             plan = solve(
-                snapshot, policy, "place", SolveOptions(time_limit=limit, workers=args.workers)
+                snapshot, policy, case.mode, SolveOptions(time_limit=limit, workers=args.workers)
             )
             ours = row(case, survive, snapshot, policy, plan, time.monotonic() - started, "cp-sat")
             if args.cli:
-                wall, peak, status = cli_run(document, policy, limit)
+                wall, peak, status = cli_run(document, policy, limit, case.mode)
                 ours += [f"{wall:.2f} ({status})", f"{peak:.0f}"]
             print(" | ".join(ours), flush=True)
             started = time.monotonic()

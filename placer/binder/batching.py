@@ -2,7 +2,13 @@
 
 A large arrival is cut into batches so the first shards bind while the next batch is solved.
 Each solve's seconds per pending pod feed an exponentially weighted average, and the next batch
-holds ``target_seconds`` worth of pods at that speed.
+holds ``target_seconds`` worth of pods at that speed. A solve also has a fixed cost (the
+snapshot, judging every running pod): on 5,000 nodes with 15,000 pods running it is most of a
+small batch's time, and a per-pod average that ignores it shrinks every batch towards one shard,
+each paying it again. Once recent solves of different sizes show a fixed cost (a line through
+their (pods, seconds) with a positive intercept), the batch is what the target leaves after it,
+and at least as many pods as make the per-pod part as long as the fixed one; when their cost
+does not grow with their size at all, it is the largest batch that has gone well (``most``).
 
 A solve that ran out of its time budget says how long the budget is, not how fast the solver
 is, so it does not move the average (a solver that always uses its whole budget would otherwise
@@ -14,7 +20,8 @@ can handle in its budget, so batches are halved until it can, and grow back (dou
 solves end before their budget again.
 """
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 SOLVER_BOUND_STATUSES = frozenset({"OPTIMAL", "INFEASIBLE"})
 """Statuses that end a solve before its budget: proven, so the time is the solver's own."""
@@ -43,6 +50,8 @@ class BatchSizer:
     """Raised by good solves that used their whole budget: a batch costs it whatever its size."""
     ceiling_pods: int = 0
     """Lowered by poor solves that used their whole budget (0: ``max_pods``)."""
+    samples: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=8))
+    """Recent solves that ended within their budget: (pending pods, seconds)."""
 
     def __post_init__(self) -> None:
         if self.target_seconds <= 0:
@@ -56,9 +65,36 @@ class BatchSizer:
     @property
     def pods(self) -> int:
         """Pending pods for the next batch (whole shards are added until it is reached)."""
-        wanted = int(self.target_seconds / max(self.seconds_per_pod, 1e-6))
+        line = self.cost_line()
+        if line is None:
+            wanted = int(self.target_seconds / max(self.seconds_per_pod, 1e-6))
+        else:
+            fixed, per_pod = line
+            if per_pod == 0:  # a larger batch costs no more: as large as has gone well
+                return self.most
+            wanted = int(max(self.target_seconds - fixed, fixed) / per_pod + 1e-9)
         wanted = max(wanted, self.floor_pods)
         return max(self.min_pods, min(self.max_pods, self.ceiling_pods, wanted))
+
+    def cost_line(self) -> tuple[float, float] | None:
+        """(fixed seconds, seconds per pod) fitted to the recent solves, when they show a fixed
+        cost; (mean seconds, 0.0) when their cost does not grow with their size at all.
+
+        Least squares over solves of at least two sizes; None when there are not two sizes or
+        the line has no fixed cost (then the average speed is used)."""
+        if len({pods for pods, _ in self.samples}) < 2:
+            return None
+        count = len(self.samples)
+        mean_pods = sum(p for p, _ in self.samples) / count
+        mean_seconds = sum(s for _, s in self.samples) / count
+        spread = sum((p - mean_pods) ** 2 for p, _ in self.samples)
+        slope = sum((p - mean_pods) * (s - mean_seconds) for p, s in self.samples) / spread
+        if slope <= 0:
+            return mean_seconds, 0.0
+        fixed = mean_seconds - slope * mean_pods
+        if fixed <= 0:
+            return None
+        return fixed, slope
 
     @property
     def most(self) -> int:
@@ -94,6 +130,7 @@ class BatchSizer:
             return
         self.floor_pods = self.min_pods
         self.ceiling_pods = min(self.max_pods, max(self.ceiling_pods, 2 * pods))
+        self.samples.append((pods, seconds))
         sample = seconds / pods
         if self.solves == 0:
             self.seconds_per_pod = sample
