@@ -288,15 +288,15 @@ def test_batch_size_follows_the_solver_speed() -> None:
 def test_a_fixed_cost_per_solve_makes_batches_larger_not_smaller() -> None:
     """On a large running cluster most of a small solve is its fixed cost: batches that follow
     the per-pod average alone shrink towards one shard, each paying that cost again."""
-    sizer = BatchSizer(target_seconds=0.5, max_pods=600)
+    sizer = BatchSizer(target_seconds=1.0, max_pods=600)
     sizer.observe(250, 0.80, "OPTIMAL", budget=5.0)  # 3.2 ms a pod on average
-    assert sizer.pods == 156  # one size seen: the average is all there is to go by
+    assert sizer.pods == 312  # one size seen: the average is all there is to go by
     sizer.observe(156, 0.70, "OPTIMAL", budget=5.0)  # about 0.53 s fixed, 1.1 ms a pod
     line = sizer.cost_line()
     assert line is not None
     fixed, per_pod = line
     assert fixed == pytest.approx(0.534, abs=0.001) and per_pod == pytest.approx(0.00106, abs=1e-5)
-    # The fixed cost is past the target: a batch whose own pods cost as much again.
+    # The fixed cost is past half the target: a batch whose own pods cost as much again.
     assert sizer.pods == 502
     # Costs that grow with the batch and nothing fixed: the average decides, as before.
     plain = BatchSizer(target_seconds=1.0, max_pods=600)
@@ -314,6 +314,11 @@ def test_a_fixed_cost_per_solve_makes_batches_larger_not_smaller() -> None:
         flat.observe(pods, seconds, "OPTIMAL", budget=5.0)
     assert flat.cost_line() == (pytest.approx(0.554), 0.0)
     assert flat.pods == flat.most == 600  # nothing has gone badly: the largest batch
+    # Every solve, the smallest too, longer than the target: shrinking cannot meet it.
+    slow = BatchSizer(target_seconds=0.5, max_pods=600)
+    slow.observe(99, 0.69, "OPTIMAL", budget=5.0)
+    slow.observe(69, 0.51, "OPTIMAL", budget=5.0)
+    assert slow.cost_line() == (0.51, 0.0) and slow.pods == 600
 
 
 def test_a_solve_out_of_budget_sizes_by_the_answer_it_got() -> None:

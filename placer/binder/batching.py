@@ -78,12 +78,18 @@ class BatchSizer:
 
     def cost_line(self) -> tuple[float, float] | None:
         """(fixed seconds, seconds per pod) fitted to the recent solves, when they show a fixed
-        cost; (mean seconds, 0.0) when their cost does not grow with their size at all.
+        cost; (seconds, 0.0) when their cost does not grow with their size at all, or when
+        every one of them took longer than the target.
 
         Least squares over solves of at least two sizes; None when there are not two sizes or
         the line has no fixed cost (then the average speed is used)."""
         if len({pods for pods, _ in self.samples}) < 2:
             return None
+        fastest = min(seconds for _, seconds in self.samples)
+        if fastest >= self.target_seconds:
+            # Even the smallest batch seen took longer than the target: a smaller one would
+            # not meet it either (the fit between noisy times of similar sizes can miss that).
+            return fastest, 0.0
         count = len(self.samples)
         mean_pods = sum(p for p, _ in self.samples) / count
         mean_seconds = sum(s for _, s in self.samples) / count
