@@ -39,6 +39,11 @@ def _kept(pod: str, node: str, role: Role, cluster: str, shard: str) -> Assignme
     )
 
 
+def clear_caches() -> None:
+    """Forget the kept assignments (a benchmark row must not reuse another's)."""
+    _kept.cache_clear()
+
+
 def to_plan(snapshot: Snapshot, placement: Placement, mode: Mode, status: Status) -> Plan:
     """Every managed member as an assignment; one pass over members, since a plan lists them all."""
     assignments: list[Assignment] = []
