@@ -4,7 +4,9 @@ Used to build the solver's candidate sets and by the greedy baseline. The indepe
 (solver/check.py) has its own implementation on purpose.
 """
 
-from models.cluster import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
+from collections.abc import Sequence
+
+from models.cluster import Node, Pod, SelectorTerm, Taint, Toleration
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
@@ -25,22 +27,23 @@ def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
     return False
 
 
-def _requirement_holds(req: SelectorRequirement, value: str | None) -> bool:
-    op = req.operator
-    if op == "In":
-        return value is not None and value in req.values
-    if op == "NotIn":
-        return value is None or value not in req.values
-    if op == "Exists":
+def requirement_holds(operator: str, values: Sequence[str], value: str | None) -> bool:
+    """One selector requirement against a label's value (None: the label is absent); the
+    operators of node selectors, of which label selectors (PDBs) use the first four."""
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
         return value is not None
-    if op == "DoesNotExist":
+    if operator == "DoesNotExist":
         return value is None
     if value is None or not value.lstrip("-").isdigit():
         return False
-    if op == "Gt":
-        return int(value) > int(req.values[0])
-    if op == "Lt":
-        return int(value) < int(req.values[0])
+    if operator == "Gt":
+        return int(value) > int(values[0])
+    if operator == "Lt":
+        return int(value) < int(values[0])
     return False
 
 
@@ -48,11 +51,11 @@ def _term_holds(term: SelectorTerm, node: Node) -> bool:
     if not term.match_expressions and not term.match_fields:
         return False  # an empty term matches nothing, as in Kubernetes
     for req in term.match_expressions:
-        if not _requirement_holds(req, node.labels.get(req.key)):
+        if not requirement_holds(req.operator, req.values, node.labels.get(req.key)):
             return False
     for req in term.match_fields:
         value = node.name if req.key == "metadata.name" else None
-        if not _requirement_holds(req, value):
+        if not requirement_holds(req.operator, req.values, value):
             return False
     return True
 

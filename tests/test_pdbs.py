@@ -86,6 +86,27 @@ def test_pdbs_prints_one_valid_budget_per_shard(tmp_path: Path) -> None:
     assert yaml.safe_load(listed.stdout)["items"] == docs
 
 
+def test_a_budgets_match_expressions_follow_label_selector_rules() -> None:
+    """A user's own budget may select by expressions; an empty selector takes every pod, a
+    missing one none."""
+    labels = {"app": "redis", "tier": "cache"}
+
+    def expression(op: str, key: str, *values: str) -> dict[str, object]:
+        return {"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}
+
+    assert selector_matches(expression("In", "tier", "cache", "db"), labels)
+    assert not selector_matches(expression("In", "tier", "db"), labels)
+    assert selector_matches(expression("NotIn", "tier", "db"), labels)
+    assert not selector_matches(expression("NotIn", "tier", "cache"), labels)
+    assert selector_matches(expression("NotIn", "zone", "a"), labels)  # absent: not in
+    assert selector_matches(expression("Exists", "app"), labels)
+    assert not selector_matches(expression("Exists", "zone"), labels)
+    assert selector_matches(expression("DoesNotExist", "zone"), labels)
+    assert not selector_matches(expression("DoesNotExist", "app"), labels)
+    assert selector_matches({}, labels) and not selector_matches(None, labels)
+    assert not selector_matches({"matchLabels": {"app": "valkey"}}, labels)
+
+
 def test_pdbs_follows_the_policys_labels(tmp_path: Path) -> None:
     pod = redis_pod("x-0", "ignored", 0, "master", node="n0")
     pod["metadata"]["labels"] = {"team": "kv", "db": "kv1", "slot-range": "3", "r": "master"}

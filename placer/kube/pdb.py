@@ -12,6 +12,7 @@ from typing import Any
 
 from models.policy import Policy
 from models.snapshot import Snapshot
+from solver.predicates import requirement_holds
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 BINDER_MANAGER = "redis-placer-binder"
@@ -73,20 +74,6 @@ def shard_pdbs(snapshot: Snapshot, policy: Policy) -> list[dict[str, Any]]:
     return out
 
 
-def _requirement_holds(requirement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op = str(requirement.get("key")), requirement.get("operator")
-    values = requirement.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    return False
-
-
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """A ``metav1.LabelSelector`` against labels. As for PDBs, an empty selector matches every
     pod of the namespace and a missing one none."""
@@ -95,4 +82,9 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     match = selector.get("matchLabels") or {}
     if any(labels.get(k) != v for k, v in match.items()):
         return False
-    return all(_requirement_holds(r, labels) for r in selector.get("matchExpressions") or [])
+    return all(
+        requirement_holds(
+            str(r.get("operator")), r.get("values") or [], labels.get(str(r.get("key")))
+        )
+        for r in selector.get("matchExpressions") or []
+    )
