@@ -13,9 +13,10 @@ checks, the bindings and their events), stepped by hand with the watches followe
 ``Binder.run`` follows them. Every batch's result goes through the independent checker.
 
 Printed: one row per solver with pods bound, decision seconds, pods/s, the slowest arrival,
-the statuses of its solves, hard violations on the new shards, the objective of the whole cluster after the
-last batch (lower is better; what CP-SAT's extra time buys), and the kube-scheduler reference
-(PodAntiAffinity at 5,000 nodes: 60 pods/s, from the scheduler_perf figures).
+the statuses of its solves, hard violations on the new shards, the objective of the whole
+cluster after the last arrival (lower is better; what CP-SAT's extra time buys), and the
+kube-scheduler reference (PodAntiAffinity at 5,000 nodes: 60 pods/s, from the scheduler_perf
+figures).
 """
 
 import argparse
@@ -138,7 +139,7 @@ def main() -> None:
         "bound",
         "decision s",
         "pods/s",
-        "slowest batch s",
+        "slowest arrival s",
         "statuses",
         "hard (new shards)",
         "final objective",

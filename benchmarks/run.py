@@ -6,9 +6,9 @@
 Prints one table row per case and solver: nodes, pending pods, wall seconds, status, engine,
 objective, bound, gap, hard violations and unplaced pods (both from the independent checker),
 replicas sharing a zone with their master, moves and failovers. The ``rebalance`` case solves
-in rebalance mode; its greedy row is the running placement left as it is. With ``--cli`` each case also runs the real command
-(``redis-placer plan -f DUMP -o json --mode MODE``) in a child process and reports its wall time, from start
-to printed plan, and its peak memory.
+in rebalance mode; its greedy row is the running placement left as it is. With ``--cli`` each
+case also runs the real command (``redis-placer plan -f DUMP -o json --mode MODE``) in a child
+process and reports its wall time, from start to printed plan, and its peak memory.
 """
 
 import argparse

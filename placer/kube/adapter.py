@@ -613,9 +613,10 @@ class KubernetesAdapter:
     ) -> BindResult:
         """Bind through ``pods/binding``; the server does it atomically, at most once.
 
-        ``annotations`` are copied onto the pod by the server in the same write. 201 is bound. 409 means the pod already has a node (``bound_node`` says which, so a
-        retry after a lost response can tell its own earlier success), is still gated, or is a
-        newer pod with the same name (uid precondition). 404 means it is gone.
+        ``annotations`` are copied onto the pod by the server in the same write. 201 is bound.
+        409 means the pod already has a node (``bound_node`` says which, so a retry after a lost
+        response can tell its own earlier success), is still gated, or is a newer pod with the
+        same name (uid precondition). 404 means it is gone.
         """
         try:
             resp = _read(
