@@ -20,6 +20,7 @@ can handle in its budget, so batches are halved until it can, and grow back (dou
 solves end before their budget again.
 """
 
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -83,21 +84,18 @@ class BatchSizer:
 
         Least squares over solves of at least two sizes; None when there are not two sizes or
         the line has no fixed cost (then the average speed is used)."""
-        if len({pods for pods, _ in self.samples}) < 2:
+        sizes = [float(pods) for pods, _ in self.samples]
+        times = [seconds for _, seconds in self.samples]
+        if len(set(sizes)) < 2:
             return None
-        fastest = min(seconds for _, seconds in self.samples)
+        fastest = min(times)
         if fastest >= self.target_seconds:
             # Even the smallest batch seen took longer than the target: a smaller one would
             # not meet it either (the fit between noisy times of similar sizes can miss that).
             return fastest, 0.0
-        count = len(self.samples)
-        mean_pods = sum(p for p, _ in self.samples) / count
-        mean_seconds = sum(s for _, s in self.samples) / count
-        spread = sum((p - mean_pods) ** 2 for p, _ in self.samples)
-        slope = sum((p - mean_pods) * (s - mean_seconds) for p, s in self.samples) / spread
+        slope, fixed = statistics.linear_regression(sizes, times)
         if slope <= 0:
-            return mean_seconds, 0.0
-        fixed = mean_seconds - slope * mean_pods
+            return statistics.fmean(times), 0.0
         if fixed <= 0:
             return None
         return fixed, slope
