@@ -89,8 +89,20 @@ def _nested_too_deeply(text: str) -> bool:
     """
     if not _maybe_deep(text):
         return False
+    try:
+        return _deeper_than_max(text, _Loader)
+    except yaml.YAMLError:
+        # Some libyaml builds refuse deep flow nesting themselves, in words of their own, before
+        # the events reach our limit; the pure-Python parser streams every event and settles it.
+        try:
+            return _deeper_than_max(text, yaml.SafeLoader)
+        except yaml.YAMLError:
+            return False  # not YAML at all: loading it reports why
+
+
+def _deeper_than_max(text: str, loader: Any) -> bool:
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, _OPEN):
             depth += 1
             if depth > MAX_DEPTH:
