@@ -99,7 +99,11 @@ class Member(Value):
     role: Role | None
     """None for a pending pod whose role is not decided yet: the solver picks one master."""
     shard_size: int | None = None
-    """Expected members (``redis-placer.io/shard-size`` annotation), when known."""
+    """Expected members (``redis-placer.io/shard-size`` annotation, a StatefulSet, the
+    formation), when known."""
+    ordered: bool = False
+    """The shard's missing members can appear only after the present ones run (an OrderedReady
+    StatefulSet, followers made after leaders): placed member by member, never held whole."""
 
     @cached_property
     def key(self) -> str:

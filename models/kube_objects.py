@@ -23,29 +23,22 @@ from models.cluster import (
     Toleration,
 )
 from models.errors import InputError
+from models.identity.common import ROLE_ANNOTATION as ROLE_ANNOTATION
+from models.identity.common import SHARD_SIZE_ANNOTATION as SHARD_SIZE_ANNOTATION
+from models.identity.facts import StatefulSetFacts, statefulset_facts
+from models.identity.read import identify
+from models.identity.result import Unidentified
 from models.policy import Policy
 from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
 from models.resources import Resources
 from models.snapshot import Issue, Snapshot
 
-SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
-ROLE_ANNOTATION = "redis-placer.io/role"
-"""The role the binder's plan gave a pod, written in the same request as its node (a Binding's
-annotations, or the pin). A pod's role label, when it has one, comes first."""
 BATCH_ANNOTATION = "redis-placer.io/batch"
 """Which of the binder's solves placed the pod (the ``batch=`` of its log lines)."""
 SINGLE_ZONE = "(one zone)"
 """The zone of every node when the policy names no zone label (``topology.zone: ""``). Label
 values cannot hold spaces or parentheses, so it never meets a real zone."""
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-_POSITIVE = re.compile(r"[1-9][0-9]*", re.ASCII)
-_ROLE_ALIASES = {
-    "master": Role.MASTER,
-    "primary": Role.MASTER,
-    "replica": Role.REPLICA,
-    "slave": Role.REPLICA,
-}
-
 try:
     _Loader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - libyaml missing
@@ -410,12 +403,6 @@ def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> N
     )
 
 
-def _role(value: str | None) -> Role | None:
-    if value is None:
-        return None
-    return _ROLE_ALIASES.get(value.lower())
-
-
 class ParseCache:
     """Parsed nodes and pods by (uid or name, resourceVersion), for callers that rebuild often.
 
@@ -430,7 +417,7 @@ class ParseCache:
         hands in the very same dicts batch after batch, and this skips even the key."""
         self.pods: dict[tuple[str, str], Pod] = {}
         self.nodes: dict[tuple[str, str], tuple[Node, tuple[Issue, ...]]] = {}
-        self.members: dict[tuple[str, str, str, str, Role | None, int | None], Member] = {}
+        self.members: dict[tuple[str, str, str, str, Role | None, int | None, bool], Member] = {}
 
     @staticmethod
     def key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -475,18 +462,26 @@ class ParseCache:
         return cached[0]
 
     def member(
-        self, pod: Pod, cluster: str, shard: str, role: Role | None, size: int | None
+        self,
+        pod: Pod,
+        cluster: str,
+        shard: str,
+        role: Role | None,
+        size: int | None,
+        ordered: bool = False,
     ) -> Member:
         if not pod.resource_version:
-            return Member(pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size)
+            return Member(
+                pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size, ordered=ordered
+            )
         version = (
             f"{pod.resource_version}@{pod.node_name}" if pod.node_name else pod.resource_version
         )
-        key = (pod.uid or pod.name, version, cluster, shard, role, size)
+        key = (pod.uid or pod.name, version, cluster, shard, role, size, ordered)
         member = self.members.get(key)
         if member is None:
             member = self.members[key] = Member(
-                pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size
+                pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size, ordered=ordered
             )
         return member
 
@@ -509,7 +504,7 @@ def build_snapshot(
     issues: list[Issue] = []
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
-    statefulset_replicas: dict[tuple[str, str], int] = {}
+    statefulsets: dict[tuple[str, str], StatefulSetFacts] = {}
     for position, obj in enumerate(objects, 1):
         kind = obj.get("kind")
         if not kind:
@@ -535,83 +530,49 @@ def build_snapshot(
                 raise InputError("appears twice", obj=f"pod {pod.key}")
             pods[pod.key] = pod
         elif kind == "StatefulSet":
-            meta = obj.get("metadata") or {}
-            replicas = (obj.get("spec") or {}).get("replicas")
-            if isinstance(replicas, int):
-                statefulset_replicas[
-                    (str(meta.get("namespace") or "default"), str(meta.get("name")))
-                ] = replicas
+            facts = statefulset_facts(obj)
+            statefulsets[(facts.namespace, facts.name)] = facts
 
     _report_missing_domains(nodes, policy, issues)
     members: list[Member] = []
     size_source: dict[str, str] = {}
     others: list[Pod] = []
-    keys = policy.labels
+    selected: list[Pod] = []
     for pod in pods.values():
         if pod.phase in TERMINAL_PHASES:
             continue
-        if not policy.selects(pod.labels):
+        if policy.selects(pod.labels):
+            selected.append(pod)
+        elif not pod.pending:
+            others.append(pod)
+    identities = identify(selected, statefulsets, policy, issues)
+    for pod in selected:
+        found = identities[pod.key]
+        if isinstance(found, Unidentified):
+            issues.append(Issue(object=f"pod {pod.key}", message=found.message))
             if not pod.pending:
                 others.append(pod)
             continue
-        cluster_label = pod.labels.get(keys.cluster)
-        shard_label = pod.labels.get(keys.shard)
-        missing = [
-            k for k, v in ((keys.cluster, cluster_label), (keys.shard, shard_label)) if not v
-        ]
-        if missing:
-            issues.append(
-                Issue(
-                    object=f"pod {pod.key}", message=f"label {missing[0]!r} is missing: pod skipped"
-                )
-            )
-            if not pod.pending:
-                others.append(pod)
-            continue
-        raw_role = pod.labels.get(keys.role)
-        where = f"label {keys.role}"
-        if raw_role is None and ROLE_ANNOTATION in pod.annotations:
-            raw_role, where = pod.annotations[ROLE_ANNOTATION], f"annotation {ROLE_ANNOTATION}"
-        role = _role(raw_role)
-        if raw_role is not None and role is None:
+        if found.role is None and not pod.pending:
             issues.append(
                 Issue(
                     object=f"pod {pod.key}",
-                    message=f"{where}={raw_role!r} is not master, replica or slave: pod skipped",
+                    message=f"running pod has no {policy.labels.role!r} label: its shard is skipped",
                 )
             )
-            if not pod.pending:
-                others.append(pod)
-            continue
-        if role is None and not pod.pending:
-            issues.append(
-                Issue(
-                    object=f"pod {pod.key}",
-                    message=f"running pod has no {keys.role!r} label: its shard is skipped",
-                )
-            )
-        size: int | None = None
-        raw_size = pod.annotations.get(SHARD_SIZE_ANNOTATION)
-        if raw_size is not None:
-            if _POSITIVE.fullmatch(raw_size):
-                size = int(raw_size)
-                size_source[pod.key] = f"annotation {SHARD_SIZE_ANNOTATION}"
-            else:
-                issues.append(
-                    Issue(
-                        object=f"pod {pod.key}",
-                        message=f"annotation {SHARD_SIZE_ANNOTATION}={raw_size!r} is not a positive integer",
-                    )
-                )
-        elif pod.owner_kind == "StatefulSet" and pod.owner_name:
-            size = statefulset_replicas.get((pod.namespace, pod.owner_name))
-            size_source[pod.key] = f"statefulset {pod.namespace}/{pod.owner_name} spec.replicas"
-        cluster_key = f"{pod.namespace}/{cluster_label}"
+        if found.size_source:
+            size_source[pod.key] = found.size_source
+        cluster_key = f"{pod.namespace}/{found.cluster}"
         members.append(
-            cache.member(pod, cluster_key, str(shard_label), role, size)
+            cache.member(pod, cluster_key, found.shard, found.role, found.size, found.ordered)
             if cache
             else Member(
-                pod=pod, cluster=cluster_key, shard=str(shard_label), role=role, shard_size=size
+                pod=pod,
+                cluster=cluster_key,
+                shard=found.shard,
+                role=found.role,
+                shard_size=found.size,
+                ordered=found.ordered,
             )
         )
         if pod.node_name is not None and pod.node_name not in nodes:

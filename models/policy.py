@@ -6,6 +6,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from models.base import Wire
+from models.identity.config import Identity
+from models.identity.profiles import with_profile
 
 Level = Literal["host", "rack", "zone"]
 LEVELS: tuple[Level, ...] = ("host", "rack", "zone")
@@ -113,6 +115,13 @@ class Policy(Wire):
     permit: Permit = Permit()
     degradation: Degradation = Degradation()
     redis: RedisAccess = RedisAccess()
+    identity: Identity = Identity()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: object) -> object:
+        """``identity.profile`` fills in what the file leaves out (models.identity.profiles)."""
+        return with_profile(data) if isinstance(data, Mapping) else data
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether a pod with these labels is a managed Redis pod (``selector`` matches)."""
@@ -131,6 +140,11 @@ class Policy(Wire):
             raise ValueError(
                 "rules.replicaSeparation.host must be 'required': two members of one shard never share a host "
                 "(shard-spread is always enforced), so a weaker setting contradicts it"
+            )
+        if self.identity.formation == "leader-follower" and self.identity.formation_role is None:
+            raise ValueError(
+                "identity.formationRole must name the label that tells leaders from followers "
+                "(identity.formation is leader-follower)"
             )
         survive = self.rules.survive
         if survive != "none" and not self.topology.key(survive):

@@ -3,14 +3,17 @@
 import click
 import yaml
 
+from models.identity.profiles import PROFILES
 from models.policy import Policy
 from placer.inputs.files import read_policy
 
 
-def defaults_yaml() -> str:
-    """Every policy key at its default, in the file's own spelling (camelCase): valid for ``-p``."""
-    data = Policy().model_dump(mode="json", by_alias=True)
-    return "# redis-placer policy: every key at its default\n" + yaml.safe_dump(
+def defaults_yaml(profile: str = "labels") -> str:
+    """Every policy key at its default for a profile, in the file's own spelling (camelCase):
+    valid for ``-p`` as it is."""
+    policy = Policy.model_validate({"identity": {"profile": profile}})
+    data = policy.model_dump(mode="json", by_alias=True)
+    return f"# redis-placer policy: every key at its default, profile {profile}\n" + yaml.safe_dump(
         data, sort_keys=False
     )
 
@@ -21,8 +24,16 @@ def defaults_yaml() -> str:
     is_flag=True,
     help="Print the full default policy as YAML (a file to edit and pass with -p).",
 )
+@click.option(
+    "--profile",
+    type=click.Choice(list(PROFILES)),
+    default="labels",
+    show_default=True,
+    help="With --print-defaults: the defaults for pods as this deployment makes them "
+    "(ot-operator, bitnami, valkey-io, hyperspike; labels: redis-placer's own labels).",
+)
 @click.pass_context
-def command(ctx: click.Context, print_defaults: bool) -> None:
+def command(ctx: click.Context, print_defaults: bool, profile: str) -> None:
     """Print the default policy, or validate a policy file."""
     if ctx.invoked_subcommand is not None:
         if print_defaults:
@@ -30,7 +41,7 @@ def command(ctx: click.Context, print_defaults: bool) -> None:
         return
     if not print_defaults:
         raise click.UsageError("give --print-defaults or a subcommand (validate)", ctx)
-    click.echo(defaults_yaml(), nl=False)
+    click.echo(defaults_yaml(profile), nl=False)
 
 
 @command.command("validate")

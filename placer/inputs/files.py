@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from models.errors import InputError
 from models.kube_objects import build_snapshot, parse_documents
+from models.identity.profiles import with_profile
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.inputs.content import require_content
@@ -95,6 +96,10 @@ def read_policy(path: str | None) -> Policy:
 
 def validate_policy(data: Mapping[str, Any], where: str) -> Policy:
     """The policy, or the first thing wrong with it as one line naming the key."""
+    try:
+        with_profile(data)
+    except ValueError as exc:
+        raise InputError(str(exc), obj=where, field="identity.profile") from None
     try:
         return Policy.model_validate(data)
     except RecursionError:

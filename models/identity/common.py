@@ -1,0 +1,72 @@
+"""Readings every formation shares: the cluster's name and the role a pod's labels give."""
+
+from collections.abc import Mapping
+
+from models.cluster import Pod, Role
+from models.identity.config import DEFAULT_ROLE_VALUES
+from models.identity.facts import StatefulSetFacts, role_of
+from models.policy import Policy
+
+SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
+ROLE_ANNOTATION = "redis-placer.io/role"
+"""The role the binder's plan gave a pod, written in the same request as its node (a Binding's
+annotations, or the pin). A pod's role label, when it has one, comes first."""
+
+StatefulSets = Mapping[tuple[str, str], StatefulSetFacts]
+
+
+class Skip(Exception):
+    """The pod cannot be read as a member; the message says what is missing."""
+
+
+def cluster_name(pod: Pod, policy: Policy) -> str:
+    key = policy.labels.cluster
+    value = pod.labels.get(key)
+    if not value:
+        raise Skip(f"label {key!r} is missing: pod skipped")
+    for suffix in policy.identity.cluster_suffixes:
+        if suffix and value.endswith(suffix) and len(value) > len(suffix):
+            return value[: -len(suffix)]
+    return value
+
+
+def labelled_role(pod: Pod, policy: Policy) -> tuple[Role | None, str]:
+    """The role the pod's role label (or else the binder's annotation) says, and where from.
+
+    The role label is the truth once the cluster has formed (an operator or the binder
+    writes it); a value that means no role is an error, never a guess.
+    """
+    key = policy.labels.role
+    raw = pod.labels.get(key)
+    where = f"label {key}"
+    values = policy.identity.role_values
+    if raw is None and ROLE_ANNOTATION in pod.annotations:
+        raw, where, values = (
+            pod.annotations[ROLE_ANNOTATION],
+            f"annotation {ROLE_ANNOTATION}",
+            DEFAULT_ROLE_VALUES,
+        )
+    if raw is None:
+        return None, ""
+    role = role_of(raw, values)
+    if role is None:
+        known = ", ".join(sorted(values))
+        raise Skip(f"{where}={raw!r} is not one of {known}: pod skipped")
+    return role, where
+
+
+def owner_set(pod: Pod, sets: StatefulSets) -> StatefulSetFacts | None:
+    if pod.owner_kind != "StatefulSet" or not pod.owner_name:
+        return None
+    return sets.get((pod.namespace, pod.owner_name))
+
+
+def ordered(pod: Pod, policy: Policy, sets: StatefulSets, always: bool = False) -> bool:
+    """Whether the pod's shard gets its later members only after the present ones run."""
+    setting = policy.identity.ordered_creation
+    if setting != "auto":
+        return setting == "always"
+    if always:
+        return True
+    facts = owner_set(pod, sets)
+    return bool(facts and facts.ordered and (facts.replicas or 0) > 1)
