@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from models.cluster import Pod
 from models.errors import InputError
+from models.identity.expected import expected_members
+from models.identity.read import solver_picks_roles
 from models.kube_objects import BATCH_ANNOTATION, ROLE_ANNOTATION, ParseCache, build_snapshot
 from models.plan import Plan
 from models.policy import Policy
@@ -381,6 +383,8 @@ class Binder:
         """List everything again, and label the pods whose role only an annotation records
         (bound by a binder that stopped before its background writes)."""
         self.cache.resync()
+        if not solver_picks_roles(self.policy):
+            return
         role_key = self.policy.labels.role
         for pod in self.cache.objects()[1]:
             annotations = _annotations(pod)
@@ -507,15 +511,13 @@ class Binder:
         report: StepReport,
     ) -> None:
         ready = set(shards)
+        members = [m for m in snapshot.members if not m.pod.pending or m.shard_key in ready]
+        # Room for the members ordered shards will have later (never enforced: no pod).
         batch = snapshot.model_copy(
-            update={
-                "members": tuple(
-                    m for m in snapshot.members if not m.pod.pending or m.shard_key in ready
-                )
-            }
+            update={"members": (*members, *expected_members(snapshot.members))}
         )
         batch_id = f"{self.run_id}-{next(self._batches)}"
-        solved_pods = sum(1 for m in batch.members if m.pod.pending)
+        solved_pods = sum(1 for m in members if m.pod.pending)
         started = time.monotonic()
         plan = self._solve(batch)
         seconds = time.monotonic() - started
@@ -668,6 +670,8 @@ class Binder:
         Audit and rebalance read roles from this label (or, until it is written, from the
         role annotation that rides in the same write as the node).
         """
+        if not solver_picks_roles(self.policy):
+            return {}  # the deployment's formation decides roles, and its own labels say them
         key = self.policy.labels.role
         current = str(_labels(pod).get(key) or "").lower()
         same = current == role or (role == "replica" and current == "slave")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.cluster import Member, Pod
+from models.identity.read import selects_by_labels
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.kube.adapter import KubeAdapter, KubeApiError
@@ -87,13 +88,7 @@ def _shard_of(pdb: Mapping[str, Any], policy: Policy) -> str | None:
 def _shards_of_other_pods(snapshot: Snapshot, policy: Policy) -> set[str]:
     """Shards whose running pods the snapshot keeps as plain load (an input issue skipped the
     shard): they still exist, and so does their budget."""
-    keys = policy.labels
-    out = set()
-    for pod in snapshot.other_pods:
-        cluster, shard = pod.labels.get(keys.cluster), pod.labels.get(keys.shard)
-        if cluster and shard and policy.selects(pod.labels):
-            out.add(f"{pod.namespace}/{cluster}/{shard}")
-    return out
+    return {m.shard_key for m in snapshot.skipped_members if not m.pod.pending}
 
 
 def decide(
@@ -128,6 +123,9 @@ def decide(
         ):
             covered.append(shard_key)
             continue
+        size = max((m.shard_size or 0) for m in members)
+        if not selects_by_labels(policy) and len(members) < size:
+            continue  # selected by member names: made once every member exists
         cluster = members[0].cluster.split("/", 1)[1]
         create.append(
             shard_pdb(
@@ -135,6 +133,7 @@ def decide(
                 namespace,
                 cluster,
                 members[0].shard,
+                [m.pod.name for m in members],
                 labels={MANAGED_BY: BINDER_MANAGER},
                 owner=_owner(members, statefulsets),
             )

@@ -26,6 +26,8 @@ class Gang:
     expected: int | None
     waited: float
     """Seconds the oldest pending member has waited."""
+    ordered: bool = False
+    """Its missing members appear only after the present ones run: never held."""
 
     @property
     def present(self) -> int:
@@ -46,8 +48,11 @@ def gangs(snapshot: Snapshot, ours: Collection[str], waited: Mapping[str, float]
     pending: dict[str, list[str]] = defaultdict(list)
     placed: dict[str, int] = defaultdict(int)
     expected: dict[str, int] = {}
+    ordered: set[str] = set()
     for member in snapshot.members:
         key = member.shard_key
+        if member.ordered:
+            ordered.add(key)
         if member.shard_size is not None:
             expected[key] = max(expected.get(key, 0), member.shard_size)
         if member.pod.pending:
@@ -62,6 +67,7 @@ def gangs(snapshot: Snapshot, ours: Collection[str], waited: Mapping[str, float]
             placed=placed[key],
             expected=expected.get(key),
             waited=max(waited.get(p, 0.0) for p in pods),
+            ordered=key in ordered,
         )
         for key, pods in sorted(pending.items())
     ]
@@ -76,12 +82,21 @@ def decide(gang: Gang, policy: PermitPolicy) -> PermitDecision:
             gang.shard, "allow", f"all {gang.expected} members present ({gang.placed} placed)"
         )
     counts = f"{gang.present} of {gang.expected} members present"
+    if gang.ordered:
+        return PermitDecision(
+            gang.shard,
+            "allow",
+            f"{counts}; the rest are created only once these run: placing them now, "
+            "with room kept for the rest",
+        )
     if gang.waited < policy.wait_seconds:
+        left = policy.wait_seconds - gang.waited
         return PermitDecision(
             gang.shard,
             "wait",
-            f"waiting for the whole shard: {counts}",
-            recheck_in=policy.wait_seconds - gang.waited,
+            f"waiting for the whole shard: {counts}; held for at most {left:.0f}s more "
+            "(permit.waitSeconds)",
+            recheck_in=left,
         )
     if policy.allow_partial_shards:
         return PermitDecision(

@@ -7,9 +7,10 @@ Pure builders of ``policy/v1`` objects, shared by ``redis-placer pdbs`` (a YAML 
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from models.identity.read import shard_selector
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.predicates import requirement_holds
@@ -31,16 +32,12 @@ def pdb_name(cluster: str, shard: str) -> str:
     return f"{head}-{digest}"
 
 
-def shard_selector(policy: Policy, cluster: str, shard: str) -> dict[str, str]:
-    """The labels every pod of the shard carries: the policy's selector, cluster and shard."""
-    return {**policy.selector, policy.labels.cluster: cluster, policy.labels.shard: shard}
-
-
 def shard_pdb(
     policy: Policy,
     namespace: str,
     cluster: str,
     shard: str,
+    pod_names: Collection[str] = (),
     *,
     labels: Mapping[str, str] | None = None,
     owner: Mapping[str, Any] | None = None,
@@ -59,7 +56,7 @@ def shard_pdb(
         "metadata": metadata,
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": shard_selector(policy, cluster, shard)},
+            "selector": shard_selector(policy, cluster, shard, pod_names),
         },
     }
 
@@ -70,7 +67,8 @@ def shard_pdbs(snapshot: Snapshot, policy: Policy) -> list[dict[str, Any]]:
     for members in snapshot.shards.values():
         first = members[0]
         namespace, cluster = first.cluster.split("/", 1)
-        out.append(shard_pdb(policy, namespace, cluster, first.shard))
+        names = [m.pod.name for m in members]
+        out.append(shard_pdb(policy, namespace, cluster, first.shard, names))
     return out
 
 

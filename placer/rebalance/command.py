@@ -100,10 +100,13 @@ def _apply(
 
     def healthy(shard_key: str) -> int:
         """Ready, not terminating members of one shard, read from the API for that shard only."""
-        namespace, cluster, shard = shard_key.split("/", 2)
-        selector = f"{policy.labels.cluster}={cluster},{policy.labels.shard}={shard}"
+        namespace = shard_key.split("/", 1)[0]
+        names = {m.pod.name for m in snapshot.members if m.shard_key == shard_key}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
         count = 0
         for obj in adapter.list_pods(namespace=namespace, label_selector=selector):
+            if (obj.get("metadata") or {}).get("name") not in names:
+                continue  # the shard's members keep their StatefulSet names when recreated
             ready = any(
                 c.get("type") == "Ready" and c.get("status") == "True"
                 for c in (obj.get("status") or {}).get("conditions") or []
