@@ -1,10 +1,11 @@
-"""A throw-away Kubernetes control plane (etcd + kube-apiserver, optionally kube-scheduler).
+"""A throw-away Kubernetes control plane: etcd + kube-apiserver, and kube-scheduler and
+kube-controller-manager (StatefulSets and volume binding only) when their binaries are there.
 
 Follows controller-runtime's envtest convention: ``KUBEBUILDER_ASSETS`` names a folder holding
 the ``etcd`` and ``kube-apiserver`` binaries (``setup-envtest use -p path`` prints one). Every
 process listens on a free 127.0.0.1 port, keeps its state in a temporary folder, and is
 stopped by its own pid. No kubelet runs: Nodes are plain API objects that the helpers make
-Ready, and pods stay Pending once bound.
+Ready, and pods stay Pending once bound unless a test runs ``tests.e2e.kubelet.KubeletStandIn``.
 """
 
 import contextlib
@@ -31,6 +32,10 @@ from urllib3 import HTTPResponse
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 SKIP_REASON = "set KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver (envtest) to run"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver")
+CONTROLLERS = ("statefulset-controller", "persistentvolume-binder-controller")
+"""What kube-controller-manager runs: StatefulSets make their pods and claims for real, and
+claims bind to volumes. Not the node lifecycle controller: with no kubelet heartbeats it would
+taint every node unreachable and evict the pods."""
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 ADMIN_USER = "envtest-admin"
 SERVICE_CIDR = "10.0.0.0/24"  # a flag the API server requires; no traffic goes there
@@ -328,6 +333,8 @@ class ControlPlane:
     assets: Path
     workdir: Path
     with_scheduler: bool | None = None  # None: start it when the binary is there
+    with_controller_manager: bool | None = None  # likewise
+    controllers: tuple[str, ...] = CONTROLLERS
     startup_timeout: float = 120.0
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     api_port: int = 0
@@ -346,6 +353,10 @@ class ControlPlane:
     @property
     def scheduler_running(self) -> bool:
         return any(p.name == "kube-scheduler" and p.alive() for p in self.processes)
+
+    @property
+    def controller_manager_running(self) -> bool:
+        return any(p.name == "kube-controller-manager" and p.alive() for p in self.processes)
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
@@ -434,6 +445,20 @@ class ControlPlane:
             want_scheduler = scheduler_bin.is_file() and os.access(scheduler_bin, os.X_OK)
         if want_scheduler:
             self._start_scheduler(scheduler_bin, env)
+        manager_bin = self.assets / "kube-controller-manager"
+        want_manager = self.with_controller_manager
+        if want_manager is None:
+            want_manager = manager_bin.is_file() and os.access(manager_bin, os.X_OK)
+        if want_manager:
+            self._start_component(
+                "kube-controller-manager",
+                manager_bin,
+                env,
+                [
+                    f"--controllers={','.join(self.controllers)}",
+                    "--use-service-account-credentials=false",
+                ],
+            )
 
     def _write_kubeconfig(self) -> None:
         assert self.pki is not None
@@ -456,9 +481,15 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
     def _start_scheduler(self, binary: Path, env: Mapping[str, str]) -> None:
+        self._start_component("kube-scheduler", binary, env, [])
+
+    def _start_component(
+        self, name: str, binary: Path, env: Mapping[str, str], extra: list[str]
+    ) -> None:
+        """kube-scheduler or kube-controller-manager, as the admin, serving health on loopback."""
         port = free_port()
-        scheduler = Process(
-            "kube-scheduler",
+        component = Process(
+            name,
             [
                 str(binary),
                 f"--kubeconfig={self.kubeconfig}",
@@ -467,19 +498,20 @@ class ControlPlane:
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'scheduler'}",
+                f"--cert-dir={self.workdir / name}",
                 "--leader-elect=false",
+                *extra,
             ],
-            self.workdir / "kube-scheduler.log",
+            self.workdir / f"{name}.log",
         )
-        self.processes.append(scheduler)
-        scheduler.start(env)
+        self.processes.append(component)
+        component.start(env)
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # its self-signed loopback cert; health only
         wait_until(
             lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", insecure),
-            "kube-scheduler /healthz",
+            f"{name} /healthz",
             self.startup_timeout,
             self.processes,
         )
