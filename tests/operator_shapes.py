@@ -23,6 +23,7 @@ def statefulset(
     cpu: str = "100m",
     memory: str = "256Mi",
     gate: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A StatefulSet whose pod template carries ``labels`` (its selector is all of them)."""
     template_spec: dict[str, Any] = {
@@ -37,6 +38,8 @@ def statefulset(
     }
     if gate:
         template_spec["schedulingGates"] = [{"name": gate}]
+    if node_selector:
+        template_spec["nodeSelector"] = dict(node_selector)
     spec: dict[str, Any] = {
         "replicas": replicas,
         "serviceName": name,
