@@ -14,8 +14,8 @@ import yaml
 from pydantic import ValidationError
 
 from models.errors import InputError
-from models.kube_objects import build_snapshot, parse_documents
 from models.identity.profiles import with_profile
+from models.kube_objects import build_snapshot, parse_documents
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.inputs.content import require_content
