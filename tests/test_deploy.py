@@ -321,13 +321,15 @@ def test_rebalance_cronjob() -> None:
     (c,) = spec["containers"]
     assert c["command"] + c["args"] == ["redis-placer", "rebalance", "-p", POLICY_PATH]
     assert "--apply" not in c["args"]  # dry-run unless someone opts in
-    text = (DEPLOY / "rebalance" / "cronjob.yaml").read_text()
+    text = (DEPLOY / "base" / "rebalance" / "cronjob.yaml").read_text()
     assert "--apply" in text  # ... and how to opt in is documented next to the args
 
 
 def test_rebalance_is_included_from_the_main_kustomization() -> None:
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    assert "rebalance" in kustomization["resources"]
+    assert kustomization["resources"] == ["base"]
+    base = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())
+    assert "rebalance" in base["resources"]
 
 
 # -- RBAC against the adapter's table --------------------------------------------------------
