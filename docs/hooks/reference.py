@@ -88,6 +88,10 @@ def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _limits(prop: dict[str, Any]) -> str:
+    """The range a number must lie in; in a union (an optional number), its members' ranges."""
+    members = prop.get("anyOf") or prop.get("oneOf")
+    if members:
+        return "; ".join(filter(None, (_limits(m) for m in members)))
     bounds = [
         (">=", prop.get("minimum")),
         (">", prop.get("exclusiveMinimum")),
