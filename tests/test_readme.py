@@ -1,4 +1,4 @@
-"""Every `redis-placer` command and option in the README's code blocks exists in the CLI.
+"""Every `redis-placer` command and option in the README's code blocks (and the guides') exists.
 
 The CLI is asked through click's own introspection (the group's commands, each command's
 params), so a renamed option or command fails here before a reader types it.
@@ -9,12 +9,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import pytest
 
 from placer.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The pages that show commands: the guides, each operator's profile, and the references with examples.
+GUIDES = sorted(
+    [
+        *(DOCS / "guides").glob("*.md"),
+        *(p for p in (DOCS / "profiles").glob("*.md") if p.name != "index.md"),
+        *(DOCS / "reference" / name for name in ("cli.md", "exit-codes.md", "policy.md")),
+    ]
+)
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
-INVOCATION = re.compile(r"(?:^|(?<=[\s(]))redis-placer(?=\s|$)")
+# redis-placer where a shell starts a command: a line's start (after a `$ ` prompt and any
+# VAR=value), after a pipe, `&&`, `;` or `$(`, or as a kubectl plugin.
+INVOCATION = re.compile(
+    r"(?:^(?:\$\s+)?(?:[A-Z_]+=\S*\s+)*|[|;&(]\s*|\bkubectl\s+)redis-placer(?=\s|$)"
+)
 STOPS = {"|", "&&", "||", ";", "#"}
 
 
@@ -30,10 +45,12 @@ def code_lines(markdown: str) -> list[str]:
 
 def invocations(line: str) -> list[list[str]]:
     """The words after each `redis-placer` of a shell line, up to the end of its command."""
-    found = []
-    for match in INVOCATION.finditer(line):
+    found: list[list[str]] = []
+    if line.lstrip().startswith("Usage:"):
+        return found  # click's own usage line, printed by --help
+    for match in INVOCATION.finditer(line.strip()):
         words: list[str] = []
-        for word in line[match.end() :].split():
+        for word in line.strip()[match.end() :].split():
             if word in STOPS or word.startswith((">", "2>", "1>", "<")) or word.startswith("#"):
                 break
             words.append(word)
@@ -63,16 +80,26 @@ def check(words: list[str], line: str) -> list[Problem]:
             break
         command = sub
         ctx = click.Context(sub, info_name=rest.pop(0), parent=ctx)
-    if command is main and not any(w.startswith("-") for w in words):
-        return [Problem(line, "redis-placer without a command")]
-    known = _options(command, ctx)
+    params = {
+        opt: param
+        for param in command.get_params(ctx)
+        for opt in (*param.opts, *param.secondary_opts)
+    }
     problems = []
-    for word in rest:
-        if not word.startswith("-") or word == "-" or word.startswith("-]"):
+    for i, word in enumerate(rest):
+        if not word.startswith("-") or word == "-":
             continue
         option = word.split("=", 1)[0]
-        if option not in known:
+        if option not in params:
             problems.append(Problem(line, f"{ctx.command_path}: no option {option}"))
+            continue
+        # `[-o table|json]`: the alternatives shown are the option's choices.
+        choices = getattr(params[option].type, "choices", None)
+        shown = rest[i + 1] if i + 1 < len(rest) else ""
+        if choices is not None and "|" in shown:
+            for value in shown.split("|"):
+                if value not in choices:
+                    problems.append(Problem(line, f"{ctx.command_path} {option}: no {value!r}"))
     return problems
 
 
@@ -92,18 +119,27 @@ def test_every_readme_command_and_option_exists() -> None:
     assert problems == []
 
 
+@pytest.mark.parametrize("page", GUIDES, ids=lambda p: p.name)
+def test_every_command_and_option_of_a_guide_exists(page: Path) -> None:
+    count, problems = problems_in(page.read_text(encoding="utf-8"))
+    assert count >= 1, f"no redis-placer command in the code blocks of {page}"
+    assert problems == []
+
+
 def test_the_check_finds_an_unknown_option_and_command() -> None:
     text = (
         "```bash\n"
         "redis-placer plan -f dump.yaml [--mode place|rebalance] [--no-such-flag N]\n"
+        "redis-placer pdbs [-o yaml|json|html]\n"
         "kubectl get pods -o yaml | redis-placer frobnicate -f -\n"
         "redis-placer policy validate --fil x.yaml\n"
         "```\n"
     )
     count, problems = problems_in(text)
-    assert count == 3
+    assert count == 4
     assert [p.message for p in problems] == [
         "redis-placer plan: no option --no-such-flag",
+        "redis-placer pdbs -o: no 'html'",
         "no command 'frobnicate'",
         "redis-placer policy validate: no option --fil",
     ]
