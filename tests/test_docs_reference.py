@@ -55,7 +55,7 @@ def test_the_rendered_page_has_a_row_per_key_with_the_limits_the_model_enforces(
     page = reference.render("# Policy\n\n<!-- policy-reference -->\n")
     assert "<!-- policy-reference -->" not in page
     row = next(line for line in page.splitlines() if line.startswith("| `weights.survival` |"))
-    assert "| integer | `100` | >= 0, <= 1,000,000 |" in row
+    assert "| integer, >= 0, <= 1,000,000 | `100` |" in row
     selector = next(line for line in page.splitlines() if line.startswith("| `selector` |"))
     assert '`{"app": "redis"}`' in selector  # a default made by a factory, read from the model
 
@@ -77,8 +77,8 @@ def test_a_key_without_description_is_a_warning_that_fails_a_strict_build(
     defaults = _Model().model_dump(mode="json")
     with caplog.at_level(logging.WARNING, logger="mkdocs"):
         page = reference.policy_reference(schema, defaults)
-    assert "| `inner.described` | integer | `1` |  | said |" in page
-    assert "| `choice` | integer or null | `null` | >= 2 | either |" in page
+    assert "| `inner.described` | integer | `1` | said |" in page
+    assert "| `choice` | integer or null, >= 2 | `null` | either |" in page
     assert [r.getMessage() for r in caplog.records] == [
         "policy key inner.bare has no description (models/policy.py)"
     ]

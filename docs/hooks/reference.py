@@ -3,7 +3,7 @@
 A page asks for one with a marker line:
 
 - ``<!-- policy-reference -->``: every policy key, from ``Policy.model_json_schema(by_alias=True)``
-  (its type, default, allowed range and description), so a key is documented as it is read;
+  (its type with its allowed range, default and description), so a key is documented as it is read;
 - ``<!-- policy-defaults -->``: the default policy file, as ``redis-placer policy
   --print-defaults`` prints it;
 - ``<!-- metrics-reference -->``: every metric the binder serves, from ``placer.metrics.Metrics``.
@@ -175,18 +175,13 @@ def policy_reference(schema: dict[str, Any], defaults: dict[str, Any]) -> str:
         parts.append(f"### {title}\n")
         if section.description:
             parts.append(section.description + "\n")
-        parts.append("| key | type | default | allowed | description |")
-        parts.append("|---|---|---|---|---|")
+        parts.append("| key | type | default | description |")
+        parts.append("|---|---|---|---|")
         for key in section.keys:
             if not key.description:
                 log.warning("policy key %s has no description (models/policy.py)", key.path)
-            row = [
-                f"`{key.path}`",
-                key.type,
-                _default(key),
-                key.limits or "",
-                _cell(key.description),
-            ]
+            kind = f"{key.type}, {key.limits}" if key.limits else key.type
+            row = [f"`{key.path}`", kind, _default(key), _cell(key.description)]
             parts.append("| " + " | ".join(row) + " |")
         parts.append("")
     return "\n".join(parts)
