@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -98,3 +98,28 @@ def test_the_metrics_table_names_every_metric_as_prometheus_exposes_it() -> None
     assert "redis_placer_solve_duration_seconds" in listed
     assert "redis_placer_leader" in listed
     assert len(listed) == len([c for c in vars(Metrics()).values() if hasattr(c, "_documentation")])
+
+
+class _Ot(BaseModel):
+    """Read from OT's labels."""
+
+    kind: Literal["ot"] = Field(default="ot", description="which")
+    leader_suffix: str = Field(default="-leader", description="suffix")
+
+
+class _Own(BaseModel):
+    kind: Literal["own"] = Field(default="own", description="which")
+
+
+class _WithForms(BaseModel):
+    identity: _Ot | _Own = Field(default=_Ot(), discriminator="kind", description="how")
+
+
+def test_a_key_of_several_forms_gets_a_table_per_form() -> None:
+    schema = _WithForms.model_json_schema()
+    page = reference.policy_reference(schema, _WithForms().model_dump(mode="json"))
+    assert "| `identity` | _Ot or _Own |" in page
+    assert "### `identity` as _Ot" in page and "### `identity` as _Own" in page
+    assert '| `identity.leader_suffix` | string | `"-leader"` | suffix |' in page
+    own = page.split("### `identity` as _Own")[1]
+    assert '| `identity.kind` | `"own"` | `"own"` | which |' in own  # its own default

@@ -43,6 +43,8 @@ class Section:
     path: str
     description: str
     keys: tuple[Key, ...]
+    title: str = ""
+    """The heading, when it is not the path: one form of a key that takes one of several."""
 
 
 def _ref_name(ref: str) -> str:
@@ -58,6 +60,21 @@ def _target(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any] | None
         return None
     target = defs.get(_ref_name(ref), {})
     return target if target.get("properties") else None
+
+
+def _alternatives(prop: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object forms a union (or a list's items) may take, each with keys of its own."""
+    members = [*prop.get("anyOf", []), *prop.get("oneOf", [])]
+    if isinstance(prop.get("items"), dict):
+        members.append(prop["items"])
+    found = []
+    for member in members:
+        target = _target(member, defs)
+        if target is not None:
+            found.append(target)
+        else:
+            found.extend(_alternatives(member, defs))
+    return found
 
 
 def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -125,17 +142,24 @@ def sections(schema: dict[str, Any], defaults: dict[str, Any]) -> list[Section]:
     defs: dict[str, Any] = schema.get("$defs", {})
     out: list[Section] = []
 
-    def walk(path: str, obj: dict[str, Any], description: str) -> None:
+    def walk(
+        path: str, obj: dict[str, Any], description: str, title: str = "", form: bool = False
+    ) -> None:
+        """``form``: one form of a key that takes one of several. The defaults file holds only
+        the default form, so the keys' defaults are the schema's."""
         keys: list[Key] = []
-        nested: list[tuple[str, dict[str, Any], str]] = []
+        nested: list[tuple[str, dict[str, Any], str, str, bool]] = []
         for name, prop in obj.get("properties", {}).items():
             full = f"{path}.{name}" if path else name
             target = _target(prop, defs)
             own = str(prop.get("description") or "")
             if target is not None:
-                nested.append((full, target, own or str(target.get("description") or "")))
+                nested.append((full, target, own or str(target.get("description") or ""), "", form))
                 continue
-            default = _lookup(defaults, full)
+            for shape in _alternatives(prop, defs):
+                heading = f"`{full}` as {shape.get('title', 'object')}"
+                nested.append((full, shape, str(shape.get("description") or ""), heading, True))
+            default = _MISSING if form else _lookup(defaults, full)
             if default is _MISSING:
                 default = prop.get("default", _MISSING)
             keys.append(
@@ -149,7 +173,7 @@ def sections(schema: dict[str, Any], defaults: dict[str, Any]) -> list[Section]:
                 )
             )
         if keys or not nested:
-            out.append(Section(path, description, tuple(keys)))
+            out.append(Section(path, description, tuple(keys), title))
         for child in nested:
             walk(*child)
 
@@ -171,7 +195,7 @@ def policy_reference(schema: dict[str, Any], defaults: dict[str, Any]) -> str:
     """Markdown: one table per policy object, one row per key."""
     parts: list[str] = []
     for section in sections(schema, defaults):
-        title = f"`{section.path}`" if section.path else "Top level"
+        title = section.title or (f"`{section.path}`" if section.path else "Top level")
         parts.append(f"### {title}\n")
         if section.description:
             parts.append(section.description + "\n")
