@@ -16,24 +16,63 @@ Survive = Literal["none", "host", "rack", "zone"]
 
 
 class LabelKeys(Wire):
-    cluster: str = "redis-cluster"
-    shard: str = "redis-shard"
-    role: str = "redis-role"
+    """Pod labels that say which Redis cluster, shard and role a pod has."""
+
+    cluster: str = Field(
+        default="redis-cluster",
+        description="Pod label naming the pod's Redis cluster (within the pod's namespace).",
+    )
+    shard: str = Field(
+        default="redis-shard", description="Pod label naming the pod's shard in its Redis cluster."
+    )
+    role: str = Field(
+        default="redis-role",
+        description="Pod label with the pod's role, `master` or `replica` (`slave` accepted). "
+        "Absent on a new shard's pods: the solver chooses their roles, one master per shard.",
+    )
 
 
 class TopologyKeys(Wire):
-    zone: str = "topology.kubernetes.io/zone"
-    rack: str = "rack"
-    host: str = "kubernetes.io/hostname"
+    """Node labels that name the failure domains a node is in."""
+
+    zone: str = Field(
+        default="topology.kubernetes.io/zone",
+        description="Node label naming the node's zone. A node without it (or with an empty "
+        'value) takes no new Redis pod. A cluster in one zone sets `""` with '
+        "`rules.replicaSeparation.zone: ignore`.",
+    )
+    rack: str = Field(
+        default="rack",
+        description="Node label naming the node's rack. In a cluster with no rack labels "
+        "each zone counts as one rack.",
+    )
+    host: str = Field(
+        default="kubernetes.io/hostname",
+        description="Node label naming the node's host: two members of one shard never share one.",
+    )
 
     def key(self, level: Level) -> str:
         return str(getattr(self, level))
 
 
 class ReplicaSeparation(Wire):
-    host: Strength = "required"
-    rack: Strength = "preferred"
-    zone: Strength = "preferred"
+    """Per level, how strongly a replica is kept out of its own master's domain."""
+
+    host: Strength = Field(
+        default="required",
+        description="Must be `required`: two members of one shard never share a host "
+        "(shard-spread is always enforced).",
+    )
+    rack: Strength = Field(
+        default="preferred",
+        description="A replica in its master's rack: `required` (a hard rule), `preferred` "
+        "(costs `weights.rack` per replica) or `ignore`.",
+    )
+    zone: Strength = Field(
+        default="preferred",
+        description="A replica in its master's zone: `required` (a hard rule), `preferred` "
+        "(costs `weights.zone` per replica) or `ignore`.",
+    )
 
     def strength(self, level: Level) -> Strength:
         value: Strength = getattr(self, level)
@@ -41,9 +80,24 @@ class ReplicaSeparation(Wire):
 
 
 class Rules(Wire):
-    max_masters_per_node: int = Field(default=1, ge=1)
-    replica_separation: ReplicaSeparation = ReplicaSeparation()
-    survive: Survive = "none"
+    """The hard rules a plan keeps, beyond fits and shard-spread (which always hold)."""
+
+    max_masters_per_node: int = Field(
+        default=1,
+        ge=1,
+        description="At most this many masters on one node, every Redis cluster counted "
+        "(master-exclusivity, hard).",
+    )
+    replica_separation: ReplicaSeparation = Field(
+        default=ReplicaSeparation(),
+        description="Per level, whether a replica may share a domain with its own master.",
+    )
+    survive: Survive = Field(
+        default="none",
+        description="With `zone`, `rack` or `host`: losing any one domain of that level keeps a "
+        "member of every shard and strictly more than half of each Redis cluster's masters "
+        "(hard). `none` turns the rule off.",
+    )
 
 
 MAX_WEIGHT = 1_000_000
@@ -56,13 +110,52 @@ class Weights(Wire):
     then replicas sharing their master's domain, then stacked masters, then memory balance
     (docs/objective.md)."""
 
-    survival: int = Field(default=100, ge=0, le=MAX_WEIGHT)
-    rack: int = Field(default=50, ge=0, le=MAX_WEIGHT)
-    zone: int = Field(default=30, ge=0, le=MAX_WEIGHT)
-    master_balance: int = Field(default=10, ge=0, le=MAX_WEIGHT)
-    load_balance: int = Field(default=1, ge=0, le=MAX_WEIGHT)
-    move: int = Field(default=100, ge=0, le=MAX_WEIGHT)
-    failover: int = Field(default=20, ge=0, le=MAX_WEIGHT)
+    survival: int = Field(
+        default=100,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Per Redis cluster, cost per master that the worst single failure takes "
+        "(domains of `rules.survive`, zones when it is `none`).",
+    )
+    rack: int = Field(
+        default=50,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per replica in its master's rack, when "
+        "`rules.replicaSeparation.rack` is `preferred`.",
+    )
+    zone: int = Field(
+        default=30,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per replica in its master's zone, when "
+        "`rules.replicaSeparation.zone` is `preferred`.",
+    )
+    master_balance: int = Field(
+        default=10,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per master beyond the first on any node, every Redis cluster counted.",
+    )
+    load_balance: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per percent of the highest memory utilisation among the nodes that "
+        "host a managed Redis pod.",
+    )
+    move: int = Field(
+        default=100,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Rebalance only: cost per running pod moved to another node.",
+    )
+    failover: int = Field(
+        default=20,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Rebalance only: cost per shard whose master changes.",
+    )
 
     def separation(self, level: Level) -> int:
         return 0 if level == "host" else int(getattr(self, level))
@@ -73,49 +166,132 @@ MAX_WORKERS = 256
 
 
 class SolverOptions(Wire):
+    """How `plan`, `audit`, `rebalance`, `drill` and `headroom` run CP-SAT."""
+
     time_limit_seconds: float = Field(
-        default=10.0, gt=0, le=MAX_TIME_LIMIT_SECONDS, allow_inf_nan=False
+        default=10.0,
+        gt=0,
+        le=MAX_TIME_LIMIT_SECONDS,
+        allow_inf_nan=False,
+        description="Budget of one whole command, from reading the input to printing the plan "
+        "(`--time-limit` overrides it).",
     )
-    """Budget of one whole call (reading the input to printing the plan)."""
-    workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
-    """CP-SAT search workers; 0 is the default, one worker with a deterministic budget (the same
-    input gives the same plan). More workers may find better plans on hard inputs, run to run
-    differently."""
-    relative_gap: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    """CP-SAT's random seed: the same input and policy give the same plan."""
+    workers: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_WORKERS,
+        description="CP-SAT search workers. 0: one worker with a deterministic budget, so the "
+        "same input gives the same plan. More workers may find better plans on hard inputs, "
+        "run to run differently (`--workers`).",
+    )
+    relative_gap: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="CP-SAT stops once its plan is proven within this fraction of the best "
+        "objective; 0 searches until the proof or the time limit.",
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        description="CP-SAT's random seed: the same input, policy and seed give the same plan "
+        "(`--seed`).",
+    )
 
 
 class Permit(Wire):
-    wait_seconds: float = Field(default=30.0, ge=0, allow_inf_nan=False)
-    batch_window_seconds: float = Field(default=1.0, ge=0, allow_inf_nan=False)
-    allow_partial_shards: bool = False
+    """When the binder lets a shard's pending pods through to a solve."""
+
+    wait_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="How long a shard's pods, counted from their creation, wait for its missing "
+        "members.",
+    )
+    batch_window_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="How long shards that are ready are collected into one solve, at most: a "
+        "full batch goes at once, and so do shards that became ready while the last batch was "
+        "being solved or bound.",
+    )
+    allow_partial_shards: bool = Field(
+        default=False,
+        description="Place a shard's members present instead of the whole shard or none: the "
+        "binder after `waitSeconds`, the solver for a shard that does not fit whole.",
+    )
 
 
 class Degradation(Wire):
-    relax_when_infeasible: bool = True
+    """What a plan may give up when the rules cannot all hold."""
+
+    relax_when_infeasible: bool = Field(
+        default=True,
+        description="When required separation levels leave pods unplaced, they become heavy "
+        "penalties: the plan is marked `degraded: true` and lists the broken rules.",
+    )
 
 
 class RedisAccess(Wire):
-    """How `rebalance --roles redis` reaches the Redis processes (extension)."""
+    """How `rebalance` and `drill` reach the Redis processes (`--apply`, `--roles redis`)."""
 
-    port: int = Field(default=6379, ge=1, le=65535)
-    password_env: str | None = None
-    password_file: str | None = None
+    port: int = Field(
+        default=6379, ge=1, le=65535, description="Redis port of the pods (`--redis-port`)."
+    )
+    password_env: str | None = Field(
+        default=None,
+        description="Environment variable that holds the Redis password (`--password-env`).",
+    )
+    password_file: str | None = Field(
+        default=None, description="File that holds the Redis password (`--password-file`)."
+    )
 
 
 class Policy(Wire):
-    scheduler_name: str = "redis-placer"
-    selector: dict[str, str] = Field(default_factory=lambda: {"app": "redis"})
-    labels: LabelKeys = LabelKeys()
-    topology: TopologyKeys = TopologyKeys()
-    rules: Rules = Rules()
-    weights: Weights = Weights()
-    solver: SolverOptions = SolverOptions()
-    permit: Permit = Permit()
-    degradation: Degradation = Degradation()
-    redis: RedisAccess = RedisAccess()
-    identity: Identity = Identity()
+    """The placement policy file (`-p`); every key is optional."""
+
+    scheduler_name: str = Field(
+        default="redis-placer",
+        description="`spec.schedulerName` of the pods the binder binds in bind mode "
+        "(`--enforce bind`).",
+    )
+    selector: dict[str, str] = Field(
+        default_factory=lambda: {"app": "redis"},
+        description="Pod labels, all of which a managed Redis pod has; must not be empty.",
+    )
+    labels: LabelKeys = Field(
+        default=LabelKeys(), description="Pod labels naming a pod's Redis cluster, shard and role."
+    )
+    topology: TopologyKeys = Field(
+        default=TopologyKeys(), description="Node labels naming a node's zone, rack and host."
+    )
+    rules: Rules = Field(default=Rules(), description="The hard rules and their strength.")
+    weights: Weights = Field(
+        default=Weights(),
+        description="Costs of the soft terms (docs/objective.md); 0 turns one off.",
+    )
+    solver: SolverOptions = Field(
+        default=SolverOptions(), description="CP-SAT's budget and search."
+    )
+    permit: Permit = Field(
+        default=Permit(), description="When the binder lets a shard's pending pods into a solve."
+    )
+    degradation: Degradation = Field(
+        default=Degradation(), description="What a plan may give up when the rules cannot all hold."
+    )
+    redis: RedisAccess = Field(
+        default=RedisAccess(),
+        description="How `rebalance` and `drill` reach Redis (`--apply`, `--roles redis`).",
+    )
+    identity: Identity = Field(
+        default=Identity(),
+        description="How a pod's Redis cluster, shard, role and shard size are read: a "
+        "deployment's profile (docs/profiles), or a formation of your own.",
+    )
 
     @model_validator(mode="before")
     @classmethod
