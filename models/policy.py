@@ -55,6 +55,7 @@ class Weights(Wire):
     (docs/objective.md)."""
 
     survival: int = Field(default=100, ge=0, le=MAX_WEIGHT)
+    rack_survival: int = Field(default=20, ge=0, le=MAX_WEIGHT)
     rack: int = Field(default=50, ge=0, le=MAX_WEIGHT)
     zone: int = Field(default=30, ge=0, le=MAX_WEIGHT)
     master_balance: int = Field(default=10, ge=0, le=MAX_WEIGHT)
