@@ -137,7 +137,7 @@ def rack_spread(snapshot: Snapshot, plan: Plan) -> tuple[str, str]:
     for m in snapshot.members:
         node, role = final.get(m.key, (None, None))
         if role is Role.MASTER and node in nodes:
-            per_rack[m.cluster][nodes[node].rack] += 1  # type: ignore[index]
+            per_rack[m.cluster][nodes[node].rack] += 1
     worst: tuple[float, str, str] | None = None
     for counts in per_rack.values():
         total, most = sum(counts.values()), max(counts.values())
