@@ -50,9 +50,9 @@ percent, and the product must stay an exact 64-bit integer on the largest cluste
 
 
 class Weights(Wire):
-    """Costs of the soft terms, in the order users weigh them: losing masters to one failure,
-    then replicas sharing their master's domain, then stacked masters, then memory balance
-    (docs/objective.md)."""
+    """Costs of the soft terms, in the order users weigh them: losing masters to one failure
+    (a zone's, then a rack's), then replicas sharing their master's domain, then stacked
+    masters, then memory balance (docs/objective.md)."""
 
     survival: int = Field(default=100, ge=0, le=MAX_WEIGHT)
     rack_survival: int = Field(default=20, ge=0, le=MAX_WEIGHT)
