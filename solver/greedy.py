@@ -372,11 +372,36 @@ def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | Non
         count = (spread[(cluster, zone, "")], spread[(cluster, zone, rack)])
         ranked[count].append(heap)
     for count in sorted(ranked):
-        found = [state.best_in(h, member, Role.MASTER, rules) for h in ranked[count]]
-        node = _most_free(state, found)
+        node = _most_free_of(state, ranked[count], member, rules)
         if node is not None:
             return node
     return None
+
+
+def _most_free_of(
+    state: _Cluster, heaps: list[list[tuple[int, str, int]]], member: Member, rules: _Rules
+) -> Node | None:
+    """The node with the most free memory (then the first name) that passes the filter, over
+    several heaps: each is searched in the order of its best entry, until none left can beat the
+    node found (a heap's passing node is never better than its best entry)."""
+    tops = []
+    for heap in heaps:
+        while heap and heap[0][2] != state.version[heap[0][1]]:
+            heapq.heappop(heap)  # stale
+        if heap:
+            tops.append((heap[0][:2], heap))
+    tops.sort(key=lambda t: t[0])
+    found: Node | None = None
+    found_key: tuple[int, str] | None = None
+    for top, heap in tops:
+        if found_key is not None and found_key <= top:
+            break
+        node = state.best_in(heap, member, Role.MASTER, rules)
+        if node is not None:
+            key = (-state.free[node.name].memory, node.name)
+            if found_key is None or key < found_key:
+                found, found_key = node, key
+    return found
 
 
 def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:
