@@ -29,8 +29,9 @@ class NodeUse:
     host_master_cap: dict[str, int] = field(default_factory=dict)
     """With survive: host, per Redis cluster: the most of its masters one host may hold."""
     host_masters: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    rack_masters: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    """Per (Redis cluster, rack): its masters there, those that stay and those placed so far."""
+    rack_masters: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    """Per (Redis cluster, zone, rack): its masters there, those that stay and those placed so
+    far (a rack lies inside its zone: the same rack label in two zones is two racks)."""
 
     def util_after(self, room: NodeRoom, kind: Kind) -> int:
         return room.utilisation(self.taken[room.index][MEMORY] + kind.requests[MEMORY])
@@ -57,7 +58,7 @@ class NodeUse:
         if role is Role.MASTER:
             self.masters[room.index] += 1
             self.host_masters[(member.cluster, room.host)] += 1
-            self.rack_masters[(member.cluster, room.rack)] += 1
+            self.rack_masters[(member.cluster, room.node.zone or "", room.rack)] += 1
         self.shard_hosts[member.shard_key].add(room.host)
         self.hosting.add(room.index)
 
@@ -68,7 +69,7 @@ class NodeUse:
         if role is Role.MASTER:
             self.masters[room.index] -= 1
             self.host_masters[(member.cluster, room.host)] -= 1
-            self.rack_masters[(member.cluster, room.rack)] -= 1
+            self.rack_masters[(member.cluster, room.node.zone or "", room.rack)] -= 1
         self.shard_hosts[member.shard_key].discard(room.host)
 
 
@@ -97,11 +98,11 @@ def pack(
     failed: list[Arrival] = []
     Entry = tuple[int, int, str, int, int]
     """(has a master already, utilisation after the arrival, node name, version, room index)."""
-    HeapKey = tuple[int, bool, str | None]
-    """(kind, master, rack or None for every rack of ``nodes``)."""
+    HeapKey = tuple[int, bool, tuple[str, str] | None]
+    """(kind, master, (zone, rack) or None for every rack of ``nodes``)."""
     heaps: dict[HeapKey, list[Entry]] = {}
     version: dict[int, int] = defaultdict(int)
-    racks = sorted({rooms.nodes[i].rack for i in nodes})
+    racks = sorted({(rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) for i in nodes})
     by_rack = len(racks) > 1
 
     def make_entry(room: NodeRoom, kind: int, master: bool) -> Entry:
@@ -109,14 +110,14 @@ def pack(
         util = use.util_after(room, rooms.kinds[kind])
         return (stacked, util, room.node.name, version[room.index], room.index)
 
-    def heap_for(kind: int, master: bool, rack: str | None = None) -> list[Entry]:
+    def heap_for(kind: int, master: bool, rack: tuple[str, str] | None = None) -> list[Entry]:
         h = heaps.get((kind, master, rack))
         if h is None:
             h = [
                 make_entry(rooms.nodes[i], kind, master)
                 for i in nodes
                 if kind in rooms.nodes[i].eligible
-                and (rack is None or rooms.nodes[i].rack == rack)
+                and (rack is None or (rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) == rack)
                 and (not master or use.master_room(rooms.nodes[i]))
             ]
             heapq.heapify(h)
@@ -160,7 +161,7 @@ def pack(
             order = sorted(
                 racks,
                 key=lambda r: (
-                    use.rack_masters[(cluster, r)],
+                    use.rack_masters[(cluster, *r)],
                     top(heap_for(arrival.kind, True, r)),
                 ),
             )
@@ -179,7 +180,7 @@ def pack(
         for (k, is_master, rack), h in heaps.items():
             if (
                 k in chosen.eligible
-                and (rack is None or rack == chosen.rack)
+                and (rack is None or rack == (chosen.node.zone or "", chosen.rack))
                 and (not is_master or use.master_room(chosen))
             ):
                 heapq.heappush(h, make_entry(chosen, k, is_master))
