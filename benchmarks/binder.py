@@ -2,6 +2,7 @@
 
     python -m benchmarks.binder [--nodes 5000] [--running-shards 5000] [--batches 5]
                                 [--batch-shards 100] [--solvers cp-sat,greedy]
+                                [--racks-per-zone 4] [--rack-sizes LOW,HIGH]
 
 A cluster of ``--nodes`` nodes with ``--running-shards`` shards already running sits in the
 in-memory adapter (which keeps the API server's rules: one bind per pod, uid preconditions).
@@ -14,8 +15,9 @@ checks, the bindings and their events), stepped by hand with the watches followe
 
 Printed: one row per solver with pods bound, decision seconds, pods/s, the slowest arrival,
 the statuses of its solves, hard violations on the new shards, the objective of the whole
-cluster after the last arrival (lower is better; what CP-SAT's extra time buys), and the
-kube-scheduler reference (PodAntiAffinity at 5,000 nodes: 60 pods/s, from the scheduler_perf
+cluster after the last arrival (lower is better; what CP-SAT's extra time buys), the worst
+rack's masters of the whole cluster beside the even spread and the racks holding masters
+(``--rack-sizes`` makes the racks uneven, filled in name order), and the kube-scheduler reference (PodAntiAffinity at 5,000 nodes: 60 pods/s, from the scheduler_perf
 figures).
 """
 
@@ -27,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from benchmarks.run import rack_spread
 from models.kube_objects import build_snapshot, flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
@@ -48,15 +51,19 @@ class Result:
     hard: int
     objective: float
     """Of the whole cluster after the last batch: what the slower solver's placements buy."""
+    worst_rack: str
+    racks: str
 
 
 MAX_STEPS_PER_BATCH = 50
 """A batch the binder cannot finish in this many steps is reported as it stands."""
 
 
-def cluster(nodes: int, running: int, pending: int) -> tuple[list[Any], list[Any], list[Any]]:
+def cluster(
+    nodes: int, running: int, pending: int, shape: dict[str, Any]
+) -> tuple[list[Any], list[Any], list[Any]]:
     """Nodes, running pods, and the pending pods in arrival order (whole shards together)."""
-    objects = flatten([generate_cluster(nodes, pending, running_shards=running, seed=11)])
+    objects = flatten([generate_cluster(nodes, pending, running_shards=running, seed=11, **shape)])
     node_objs = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
     placed = [p for p in pods if p["spec"].get("nodeName")]
@@ -65,8 +72,12 @@ def cluster(nodes: int, running: int, pending: int) -> tuple[list[Any], list[Any
 
 
 def run(solver: Literal["cp-sat", "greedy"], args: argparse.Namespace, policy: Policy) -> Result:
+    shape: dict[str, Any] = {"racks_per_zone": args.racks_per_zone}
+    if args.rack_sizes:
+        low, high = (int(x) for x in args.rack_sizes.split(","))
+        shape["rack_sizes"] = (low, high)
     nodes, placed, waiting = cluster(
-        args.nodes, args.running_shards, args.batches * args.batch_shards
+        args.nodes, args.running_shards, args.batches * args.batch_shards, shape
     )
     fake = FakeKubeAdapter(nodes=nodes, pods=placed)
     binder = Binder(fake, policy, BinderConfig(solver=solver, time_limit=args.time_limit))
@@ -112,8 +123,12 @@ def run(solver: Literal["cp-sat", "greedy"], args: argparse.Namespace, policy: P
     hard = sum(
         1 for v in audit(final, policy) if v.severity == "hard" and new_pods.intersection(v.pods)
     )
-    objective = evaluate_objective(final, policy, keep_plan(final))["total"]
-    return Result(solver, len(waiting), bound, spent, slowest, statuses, hard, objective)
+    as_is = keep_plan(final)
+    objective = evaluate_objective(final, policy, as_is)["total"]
+    worst_rack, racks = rack_spread(final, as_is)
+    return Result(
+        solver, len(waiting), bound, spent, slowest, statuses, hard, objective, worst_rack, racks
+    )
 
 
 def main() -> None:
@@ -125,6 +140,8 @@ def main() -> None:
     parser.add_argument("--solvers", default="cp-sat,greedy")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_BINDER_TIME_LIMIT)
     parser.add_argument("--workers", type=int, default=0, help="policy solver.workers")
+    parser.add_argument("--racks-per-zone", type=int, default=4)
+    parser.add_argument("--rack-sizes", default="", help="LOW,HIGH nodes a rack: uneven racks")
     args = parser.parse_args()
     policy = Policy.model_validate({"solver": {"workers": args.workers}})
     results = []
@@ -143,6 +160,8 @@ def main() -> None:
         "statuses",
         "hard (new shards)",
         "final objective",
+        "worst rack (even)",
+        "racks with masters",
     ]
     running_pods = args.running_shards * 3
     print()
@@ -164,6 +183,8 @@ def main() -> None:
                     statuses,
                     str(r.hard),
                     f"{r.objective:g}",
+                    r.worst_rack,
+                    r.racks,
                 ]
             )
         )
@@ -177,6 +198,8 @@ def main() -> None:
                 "-",
                 "-",
                 f"{KUBE_SCHEDULER_ANTI_AFFINITY_PODS_PER_SECOND:.0f}",
+                "-",
+                "-",
                 "-",
                 "-",
                 "-",

@@ -5,7 +5,9 @@
 
 Prints one table row per case and solver: nodes, pending pods, wall seconds, status, engine,
 objective, bound, gap, hard violations and unplaced pods (both from the independent checker),
-replicas sharing a zone with their master, moves and failovers. The ``rebalance`` case solves
+replicas sharing a zone with their master, moves and failovers, the worst single-zone master
+loss, and for the Redis cluster most piled up in one rack: its worst rack's masters (beside the
+even spread, ceil(masters / racks), and their ratio) and the racks holding its masters. The ``rebalance`` case solves
 in rebalance mode; its greedy row is the running placement left as it is. With ``--cli`` each
 case also runs the real command (``redis-placer plan -f DUMP -o json --mode MODE``) in a child
 process and reports its wall time, from start to printed plan, and its peak memory.
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +30,7 @@ from models.plan import Mode, Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
-from solver.check import check_plan, evaluate_objective, final_placement
+from solver.check import check_plan, evaluate_objective, final_placement, worst_domain_loss
 from solver.greedy import greedy_plan
 from solver.placement import clear_caches
 from solver.solve import SolveOptions, solve
@@ -64,6 +67,22 @@ CASES = {
     "clusters": Case(
         "2,000 nodes / 2,000 shards of 3 Redis clusters", 2000, 2000, 0, 10, {"clusters": 3}
     ),
+    "spread": Case(
+        "1,000 nodes, 3 zones x 10 uneven racks / 300 shards",
+        1000,
+        300,
+        0,
+        10,
+        {"racks_per_zone": 10, "rack_sizes": (13, 23)},
+    ),
+    "spread-xl": Case(
+        "5,000 nodes, 3 zones x 20 uneven racks / 500 shards",
+        5000,
+        500,
+        0,
+        20,
+        {"racks_per_zone": 20, "rack_sizes": (65, 114)},
+    ),
     "rebalance": Case(
         "rebalance 1,000 nodes / 400 running shards", 1000, 0, 400, 10, mode="rebalance"
     ),
@@ -84,6 +103,9 @@ HEADERS = [
     "unplaced",
     "zone-shared",
     "moves / failovers",
+    "worst zone",
+    "worst rack (even)",
+    "racks with masters",
 ]
 
 
@@ -105,6 +127,30 @@ def zone_sharing(snapshot: Snapshot, plan: Plan) -> int:
     return count
 
 
+def rack_spread(snapshot: Snapshot, plan: Plan) -> tuple[str, str]:
+    """The Redis cluster whose worst rack holds the largest share of its masters, beside the
+    even spread ceil(masters / racks), and the racks that hold its masters of all racks."""
+    final = final_placement(snapshot, plan)
+    nodes = snapshot.node_by_name
+    racks = {n.rack for n in snapshot.nodes}
+    per_rack: dict[str, Counter[str]] = defaultdict(Counter)
+    for m in snapshot.members:
+        node, role = final.get(m.key, (None, None))
+        if role is Role.MASTER and node in nodes:
+            per_rack[m.cluster][nodes[node].rack] += 1
+    worst: tuple[float, str, str] | None = None
+    for counts in per_rack.values():
+        total, most = sum(counts.values()), max(counts.values())
+        even = -(-total // len(racks))
+        figure = (
+            most / even,
+            f"{most} of {total} = {most / total:.1%} ({even}, x{most / even:.2f})",
+            f"{len(counts)} / {len(racks)}",
+        )
+        worst = figure if worst is None or figure[0] > worst[0] else worst
+    return (worst[1], worst[2]) if worst else ("-", "-")
+
+
 def row(
     case: Case,
     survive: str,
@@ -115,6 +161,7 @@ def row(
     solver: str,
 ) -> list[str]:
     hard = sum(1 for v in check_plan(snapshot, policy, plan) if v.severity == "hard")
+    zone = next(d for d in worst_domain_loss(snapshot, policy, plan) if d.level == "zone")
     objective = evaluate_objective(snapshot, policy, plan)["total"]
     ours = solver == "cp-sat"
     return [
@@ -133,6 +180,8 @@ def row(
         str(len(plan.unplaced)),
         str(zone_sharing(snapshot, plan)),
         f"{sum(1 for a in plan.assignments if a.action == 'move')} / {len(plan.failovers)}",
+        f"{zone.master_loss_ratio:.1%}",
+        *rack_spread(snapshot, plan),
     ]
 
 

@@ -106,16 +106,23 @@ percent, and the product must stay an exact 64-bit integer on the largest cluste
 
 
 class Weights(Wire):
-    """Costs of the soft terms, in the order users weigh them: losing masters to one failure,
-    then replicas sharing their master's domain, then stacked masters, then memory balance
-    (docs/objective.md)."""
+    """Costs of the soft terms, in the order users weigh them: losing masters to one failure
+    (a zone's, then a rack's), then replicas sharing their master's domain, then stacked
+    masters, then memory balance (docs/objective.md)."""
 
     survival: int = Field(
         default=100,
         ge=0,
         le=MAX_WEIGHT,
-        description="Per Redis cluster, cost per master that the worst single failure takes "
-        "(domains of `rules.survive`, zones when it is `none`).",
+        description="Per Redis cluster, cost per master in its fullest zone: the masters one "
+        "zone failure takes.",
+    )
+    rack_survival: int = Field(
+        default=20,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Per Redis cluster, cost per master in its fullest rack (racks counted "
+        "inside their zone): masters spread over racks so one rack failure takes few.",
     )
     rack: int = Field(
         default=50,

@@ -5,6 +5,7 @@ every path goes through the same parser a real dump does.
 """
 
 import random
+from collections import Counter
 from typing import Any
 
 NODE_SIZES: tuple[tuple[str, str], ...] = (("8", "32Gi"), ("16", "64Gi"), ("32", "128Gi"))
@@ -94,12 +95,16 @@ def generate_cluster(
     zone_shares: tuple[float, ...] | None = None,
     node_sizes: tuple[tuple[str, str], ...] = NODE_SIZES,
     redis_sizes: tuple[tuple[str, str], ...] = REDIS_SIZES,
+    rack_sizes: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """A cluster as a Kubernetes List: mixed node sizes, some unrelated load, running and pending shards.
 
     Running shards are placed the way a careless scheduler would (anywhere with room), so audits
     and rebalancing have something to find. ``zone_shares`` skews the nodes over the zones (e.g.
-    0.5, 0.3, 0.2); by default they are dealt round-robin.
+    0.5, 0.3, 0.2); by default they are dealt round-robin. ``rack_sizes`` (smallest, largest)
+    makes the racks uneven: each zone's nodes fill its racks one after another, in sizes drawn
+    between the two and scaled to the zone's nodes, as racks of consecutive names often are; by
+    default a zone's nodes are dealt to its racks round-robin.
     """
     rng = random.Random(seed)
     items: list[dict[str, Any]] = []
@@ -107,12 +112,17 @@ def generate_cluster(
     free_mem: dict[str, int] = {}
     zone_of = _zone_assignment(nodes, zones, zone_shares)
     seen_in_zone: dict[int, int] = {}
+    rack_of = (
+        _uneven_racks(Counter(zone_of), racks_per_zone, rack_sizes, rng)
+        if rack_sizes is not None
+        else None
+    )
     for i in range(nodes):
         z = zone_of[i]
         zone = f"zone-{chr(ord('a') + z)}"
         k = seen_in_zone.get(z, 0)
         seen_in_zone[z] = k + 1
-        rack = f"{zone}-rack-{k % racks_per_zone}"
+        rack = f"{zone}-rack-{rack_of[z][k] if rack_of else k % racks_per_zone}"
         cpu, mem = node_sizes[rng.randrange(len(node_sizes))]
         name = f"node-{i:05d}"
         items.append(node(name, zone, rack, cpu, mem))
@@ -163,4 +173,20 @@ def _zone_assignment(nodes: int, zones: int, shares: tuple[float, ...] | None) -
             if n:
                 out.append(z)
                 left[z] -= 1
+    return out
+
+
+def _uneven_racks(
+    per_zone: Counter[int], racks: int, sizes: tuple[int, int], rng: random.Random
+) -> dict[int, list[int]]:
+    """Per zone, the rack index of its k-th node: racks filled in turn, sizes drawn in ``sizes``."""
+    out: dict[int, list[int]] = {}
+    for z in sorted(per_zone):
+        n = per_zone[z]
+        weights = [rng.uniform(*sizes) for _ in range(racks)]
+        total = sum(weights)
+        counts = [int(n * w / total) for w in weights]
+        for i in range(n - sum(counts)):
+            counts[i % racks] += 1
+        out[z] = [r for r, c in enumerate(counts) for _ in range(c)]
     return out

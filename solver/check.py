@@ -891,8 +891,9 @@ def _objective_with_running(
         else:
             terms[level] = 0.0
 
-    survival_level: Level = "zone" if policy.rules.survive == "none" else policy.rules.survive
+    # Masters per (Redis cluster, zone) and per (Redis cluster, rack): what one failure takes.
     per_cluster_domain: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
+    per_cluster_rack: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_node: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     memory: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     # Per key: [all final members, running members only]; memory also counts running members.
@@ -904,25 +905,35 @@ def _objective_with_running(
         entry[1] += used * keeps
         entry[2] += keeps
         if f.role is Role.MASTER:
-            domain = per_cluster_domain[(f.cluster, node.domain(survival_level))]
+            domain = per_cluster_domain[(f.cluster, node.zone)]
             domain[0] += 1
             domain[1] += keeps
+            rack = per_cluster_rack[(f.cluster, f"{node.zone}/{node.rack}")]
+            rack[0] += 1
+            rack[1] += keeps
             on_node = per_node[node.name]
             on_node[0] += 1
             on_node[1] += keeps
 
-    def survival(i: int) -> int:
-        """Per Redis cluster, the masters its worst single domain failure takes down."""
+    def worst_loss(per_domain: dict[tuple[str, str | None], list[int]], i: int) -> int:
+        """Per Redis cluster, the masters its worst single domain failure takes down, summed."""
         worst: dict[str, int] = {}
-        for (cluster, _), counts in per_cluster_domain.items():
+        for (cluster, _), counts in per_domain.items():
             worst[cluster] = max(worst.get(cluster, 0), counts[i])
-        return weights.survival * sum(worst.values())
+        return sum(worst.values())
+
+    def survival(i: int) -> int:
+        return weights.survival * worst_loss(per_cluster_domain, i)
+
+    def rack_survival(i: int) -> int:
+        return weights.rack_survival * worst_loss(per_cluster_rack, i)
 
     def master_balance(i: int) -> int:
         """Masters beyond the first on any node."""
         return weights.master_balance * sum(max(0, counts[i] - 1) for counts in per_node.values())
 
     terms["survival"] = float(survival(0))
+    terms["rackSurvival"] = float(rack_survival(0))
     terms["masterBalance"] = float(master_balance(0))
 
     for pod in view.snapshot.other_pods:
@@ -951,5 +962,5 @@ def _objective_with_running(
     terms["total"] = sum(terms.values())
     if not running:
         return terms, None
-    base += survival(1) + master_balance(1) + weights.load_balance * max_util(1)
+    base += survival(1) + rack_survival(1) + master_balance(1) + weights.load_balance * max_util(1)
     return terms, float(base)

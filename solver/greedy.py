@@ -62,6 +62,9 @@ class _Cluster:
         # Alive members per shard and masters per cluster and domain, for survive.
         self.shard_domains: dict[str, list[str | None]] = defaultdict(list)
         self.cluster_masters: dict[tuple[str, str | None], int] = defaultdict(int)
+        # Masters per cluster and zone, and per cluster and rack: a master goes where its
+        # cluster has the fewest (objective.md, survival and rackSurvival).
+        self.spread: dict[tuple[str, str, str], int] = defaultdict(int)
         # Bound requests summed as integers, and a node's free Resources built only when a pod
         # looks at it: per-pod model arithmetic over a large running cluster costs more than the
         # whole greedy pass. Shard hosts are only tracked for shards that have pods to place.
@@ -87,6 +90,7 @@ class _Cluster:
         self.racks: Heaps = defaultdict(list)
         self.zones: Heaps = defaultdict(list)
         self.master_zones: Heaps = defaultdict(list)
+        self.master_racks: dict[tuple[str, str], list[tuple[int, str, int]]] = defaultdict(list)
         for n in snapshot.nodes:
             if node_accepts_new_pods(n):
                 total = used.get(n.name)
@@ -95,13 +99,16 @@ class _Cluster:
                 self.zones[n.zone or ""].append(entry)
                 if self.masters[n.name] < self.cap:
                     self.master_zones[n.zone or ""].append(entry)
-        for heaps in (self.racks, self.zones, self.master_zones):
+                    self.master_racks[(n.zone or "", n.rack)].append(entry)
+        for heaps in (self.racks, self.zones, self.master_zones, self.master_racks):
             for heap in heaps.values():
                 heapq.heapify(heap)
 
     def _count(self, m: Member, node: Node, role: Role, placing: set[str], sign: int = 1) -> None:
         if role is Role.MASTER:
             self.masters[node.name] += sign
+            self.spread[(m.cluster, node.zone or "", "")] += sign
+            self.spread[(m.cluster, node.zone or "", node.rack)] += sign
         if self.survive != "none":
             domain = node.domain(self.survive)
             if sign > 0:
@@ -172,6 +179,7 @@ class _Cluster:
         heapq.heappush(self.zones[node.zone or ""], entry)
         if self.masters[node.name] < self.cap:
             heapq.heappush(self.master_zones[node.zone or ""], entry)
+            heapq.heappush(self.master_racks[(node.zone or "", node.rack)], entry)
 
 
 class _Rules:
@@ -335,10 +343,13 @@ def _keep_majorities(
 
 
 def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
-    """The filter's best node: for a replica another zone than its master's (score 100), else its
+    """The filter's best node: for a master the zone, then the rack, holding the fewest masters
+    of its Redis cluster; for a replica another zone than its master's (score 100), else its
     master's zone but another rack (70), else its rack (30); within a score the most free
     memory, then the first name."""
     master = rules.master_node.get(member.shard_key)
+    if role is Role.MASTER:
+        return _spread_master(state, rules, member)
     heaps = state.master_zones if role is Role.MASTER else state.zones
     if role is Role.REPLICA and master is not None:
         away = [h for zone, h in heaps.items() if zone != (master.zone or "")]
@@ -350,6 +361,47 @@ def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node 
             node = state.best_in(state.racks.get(master.rack, []), member, role, rules)
         return node
     return _most_free(state, [state.best_in(h, member, role, rules) for h in heaps.values()])
+
+
+def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | None:
+    """A master's node: racks in order of (its cluster's masters in the zone, in the rack), the
+    most free memory among the racks of the first such count where one passes the filter."""
+    spread, cluster = state.spread, member.cluster
+    ranked: dict[tuple[int, int], list[list[tuple[int, str, int]]]] = defaultdict(list)
+    for (zone, rack), heap in state.master_racks.items():
+        count = (spread[(cluster, zone, "")], spread[(cluster, zone, rack)])
+        ranked[count].append(heap)
+    for count in sorted(ranked):
+        node = _most_free_of(state, ranked[count], member, rules)
+        if node is not None:
+            return node
+    return None
+
+
+def _most_free_of(
+    state: _Cluster, heaps: list[list[tuple[int, str, int]]], member: Member, rules: _Rules
+) -> Node | None:
+    """The node with the most free memory (then the first name) that passes the filter, over
+    several heaps: each is searched in the order of its best entry, until none left can beat the
+    node found (a heap's passing node is never better than its best entry)."""
+    tops = []
+    for heap in heaps:
+        while heap and heap[0][2] != state.version[heap[0][1]]:
+            heapq.heappop(heap)  # stale
+        if heap:
+            tops.append((heap[0][:2], heap))
+    tops.sort(key=lambda t: t[0])
+    found: Node | None = None
+    found_key: tuple[int, str] | None = None
+    for top, heap in tops:
+        if found_key is not None and found_key <= top:
+            break
+        node = state.best_in(heap, member, Role.MASTER, rules)
+        if node is not None:
+            key = (-state.free[node.name].memory, node.name)
+            if found_key is None or key < found_key:
+                found, found_key = node, key
+    return found
 
 
 def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:

@@ -591,10 +591,11 @@ def objective_example() -> tuple[Snapshot, Plan]:
 
 
 def test_objective_term_by_term() -> None:
-    """rack 50x1, zone 30x2, survival 100x(1+1), masterBalance 10x1, loadBalance 1x50, move
-    100x1, failover 20x1.
+    """rack 50x1, zone 30x2, survival 100x(1+1), rackSurvival 20x(1+1), masterBalance 10x1,
+    loadBalance 1x50, move 100x1, failover 20x1.
 
-    survival: one zone failure takes at most one master of c1 (1) and of c2 (1).
+    survival: one zone failure takes at most one master of c1 (1) and of c2 (1); so does one
+    rack failure (rackSurvival).
     masterBalance: n1 holds two masters (+1).
     loadBalance: n1 = 3Gi + 2 x 1Gi = 50 %; n5 (90 %) hosts no member any more.
     """
@@ -604,11 +605,12 @@ def test_objective_term_by_term() -> None:
         "rack": 50.0,
         "zone": 60.0,
         "survival": 200.0,
+        "rackSurvival": 40.0,
         "masterBalance": 10.0,
         "loadBalance": 50.0,
         "move": 100.0,
         "failover": 20.0,
-        "total": 490.0,
+        "total": 530.0,
     }
 
 
@@ -617,17 +619,52 @@ def test_objective_follows_weights_and_strengths() -> None:
     snap, plan = objective_example()
     policy = make_policy(
         {"replicaSeparation": {"rack": "required", "zone": "preferred"}},
-        {"zone": 7, "survival": 4, "masterBalance": 2, "loadBalance": 3, "move": 5, "failover": 0},
+        {
+            "zone": 7,
+            "survival": 4,
+            "rackSurvival": 6,
+            "masterBalance": 2,
+            "loadBalance": 3,
+            "move": 5,
+            "failover": 0,
+        },
     )
     terms = evaluate_objective(snap, policy, plan)
     assert terms["rack"] == 0.0
     assert terms["zone"] == 14.0
     assert terms["survival"] == 8.0
+    assert terms["rackSurvival"] == 12.0
     assert terms["masterBalance"] == 2.0
     assert terms["loadBalance"] == 150.0
     assert terms["move"] == 5.0
     assert terms["failover"] == 0.0
-    assert terms["total"] == 14.0 + 8.0 + 2.0 + 150.0 + 5.0
+    assert terms["total"] == 14.0 + 8.0 + 12.0 + 2.0 + 150.0 + 5.0
+
+
+def test_rack_survival_counts_the_fullest_rack_of_each_cluster() -> None:
+    """Three masters of c in zone a: two in rack r1, one in r2. d has one in rack r2 of zone a
+    and one in rack r1 of zone b: racks lie inside their zone, so that is another rack r1.
+
+    survival: zone a holds all 3 of c's masters and one of d's (100 x (3 + 1)); rackSurvival:
+    a/r1 holds 2 of c's, and no rack more than one of d's (20 x (2 + 1)).
+    """
+    nodes = [
+        node("n1", "a", "r1"),
+        node("n2", "a", "r1"),
+        node("n3", "a", "r2"),
+        node("n4", "b", "r1"),
+    ]
+    pods = [
+        redis_pod("c-0", "c", 0, "master", node="n1"),
+        redis_pod("c-1", "c", 1, "master", node="n2"),
+        redis_pod("c-2", "c", 2, "master", node="n3"),
+        redis_pod("d-0", "d", 0, "master", node="n3"),
+        redis_pod("d-1", "d", 1, "master", node="n4"),
+    ]
+    snap = snapshot(nodes, pods)
+    terms = evaluate_objective(snap, Policy(), plan_for(snap, {}))
+    assert terms["survival"] == 100.0 * (3 + 1)
+    assert terms["rackSurvival"] == 20.0 * (2 + 1)
 
 
 def test_utilisation_is_floored() -> None:
@@ -697,11 +734,12 @@ def test_audit_reports_hard_rules_of_running_pods_and_ignores_pending() -> None:
 
 
 def test_brute_force_trades_separation_against_load() -> None:
-    """One role-less shard of two on three nodes; survival is always 100 (one master).
+    """One role-less shard of two on three nodes; survival is always 100 and rackSurvival 20
+    (one master).
 
     n1 (a, r1, 16Gi, 8Gi used), n2 (a, r2, 16Gi), n3 (b, r3, 4Gi):
-    {n1,n2}: 100 + zone 30 + util 56 = 186; {n1,n3}: 100 + util 56 = 156; {n2,n3}: 100 + util
-    25 = 125.
+    {n1,n2}: 120 + zone 30 + util 56 = 206; {n1,n3}: 120 + util 56 = 176; {n2,n3}: 120 + util
+    25 = 145.
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r2"), node("n3", "b", "r3", memory="4Gi")],
@@ -711,14 +749,14 @@ def test_brute_force_trades_separation_against_load() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 125
+    assert brute_force_optimum(snap, Policy()) == 145
 
 
 def test_brute_force_picks_the_master_among_role_less_members() -> None:
     """x must go to n1 (selector), where another cluster's master already runs: y is the master.
 
-    survival 100 x (1 + 1) (each cluster loses its one master with its zone), no stacked master,
-    load 2Gi/16Gi = 12, different zones: 212.
+    survival 100 x (1 + 1) and rackSurvival 20 x (1 + 1) (each cluster loses its one master with
+    its zone and with its rack), no stacked master, load 2Gi/16Gi = 12, different zones: 252.
     """
     snap = snapshot(
         [node("n1", "a", "r1", labels={"slot": "x"}), node("n2", "b", "r2")],
@@ -728,7 +766,7 @@ def test_brute_force_picks_the_master_among_role_less_members() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 212
+    assert brute_force_optimum(snap, Policy()) == 252
 
 
 def test_brute_force_reports_infeasible() -> None:
@@ -740,12 +778,12 @@ def test_brute_force_reports_infeasible() -> None:
     assert brute_force_optimum(snap, Policy()) is None
 
 
-@pytest.mark.parametrize(("move_weight", "expected"), [(100, 186), (10, 116)])
+@pytest.mark.parametrize(("move_weight", "expected"), [(100, 206), (10, 136)])
 def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expected: int) -> None:
     """Master n1 and replica n2 share rack r1 (50 + 30); n3 is elsewhere.
 
-    Staying costs 80 + survival 100 + load 6 = 186; moving one member to n3 costs
-    move + 100 + 6. A failover never helps (the pair is symmetric).
+    Staying costs 80 + survival 100 + rackSurvival 20 + load 6 = 206; moving one member to n3
+    costs move + 120 + 6. A failover never helps (the pair is symmetric).
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r1"), node("n3", "b", "r2")],
@@ -753,7 +791,7 @@ def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expecte
     )
     policy = make_policy(weights={"move": move_weight})
     assert brute_force_optimum(snap, policy, mode="rebalance") == expected
-    assert brute_force_optimum(snap, policy, mode="place") == 186
+    assert brute_force_optimum(snap, policy, mode="place") == 206
 
 
 def test_brute_force_refuses_big_instances() -> None:

@@ -83,7 +83,7 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
         ],
         ["seconds", f"{solver_seconds:.2f}", f"{greedy_seconds:.3f}"],
     ]
-    for term in ("survival", "rack", "zone", "masterBalance", "loadBalance"):
+    for term in ("survival", "rackSurvival", "rack", "zone", "masterBalance", "loadBalance"):
         rows.append(
             [
                 f"  cost {term}",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from models.cluster import Role
-from models.policy import Level, Policy
+from models.policy import Policy
 from solver.levels.patterns import bundle_types
 from solver.levels.rooms import CPU, MEMORY, PODS, Rooms
 from solver.levels.spec import UNPLACED, Bundle, BundleType, LevelSolution, LevelSpec, Pattern
@@ -227,8 +227,6 @@ def _sliced(table: list[int], base: int, ceilings: list[int]) -> list[int]:
 def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: Policy) -> None:
     model = m.model
     survive = policy.rules.survive
-    survival_level: Level = "zone" if survive == "none" else survive
-    weight = policy.weights.survival
     clusters = sorted({bt.cluster for bt in types} | set(spec.fixed_masters))
     children = range(len(spec.children))
     for cluster in clusters:
@@ -282,23 +280,28 @@ def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: 
             model.add(sum(new_total, 0) >= 1).only_enforce_if(active)
             model.add(sum(new_total, 0) == 0).only_enforce_if(active.negated())
             model.add(sum(new_total, 0) >= 3).only_enforce_if(active)
-        # survival: the masters the worst single failure takes, per cluster. Exact at its own
-        # level; one level up, a child's masters spread over its sub-domains at best.
-        if not weight or not (new_total or fixed_total):
-            continue
-        if survival_level not in (spec.level, spec.sub_level):
+        # survival: the masters the worst single failure takes, per cluster and level (zones at
+        # weights.survival, racks at weights.rackSurvival). Exact at the model's own level; one
+        # level up, a child's masters spread over its sub-domains at best.
+        if not (new_total or fixed_total):
             continue
         upper = fixed_total + sum(len(bt.bundles) for bt in cluster_types)
-        most = model.new_int_var(0, upper, f"worst[{cluster}]")
-        if survival_level == spec.level:
-            model.add(most >= spec.fixed_outside_max.get(cluster, 0))
-            for c in children:
-                model.add(most >= masters_in[c])
-        else:
-            model.add(most >= spec.fixed_sub_masters.get(cluster, 0))
-            for c in children:
-                model.add(max(1, spec.children[c].sub_domains) * most >= masters_in[c])
-        m.terms.append((weight, most))
+        for level, weight in (
+            ("zone", policy.weights.survival),
+            ("rack", policy.weights.rack_survival),
+        ):
+            if not weight or level not in (spec.level, spec.sub_level):
+                continue
+            most = model.new_int_var(0, upper, f"worst[{cluster},{level}]")
+            if level == spec.level:
+                model.add(most >= spec.fixed_outside_max.get(cluster, 0))
+                for c in children:
+                    model.add(most >= masters_in[c])
+            else:
+                model.add(most >= spec.fixed_sub_masters.get(cluster, 0))
+                for c in children:
+                    model.add(max(1, spec.master_sub_domains[c]) * most >= masters_in[c])
+            m.terms.append((weight, most))
 
 
 def _soft_upper_bound(spec: LevelSpec, types: list[BundleType], policy: Policy, t_high: int) -> int:
@@ -310,7 +313,12 @@ def _soft_upper_bound(spec: LevelSpec, types: list[BundleType], policy: Policy, 
     )
     costliest = max((p.cost for bt in types for p in bt.patterns), default=0)
     bundles = sum(len(bt.bundles) for bt in types)
-    return w.survival * (masters + 1) + costliest * bundles + w.load_balance * (t_high + 1) + pods
+    return (
+        (w.survival + w.rack_survival) * (masters + 1)
+        + costliest * bundles
+        + w.load_balance * (t_high + 1)
+        + pods
+    )
 
 
 def _add_hint(m: _Model, types: list[BundleType], settings: SolveSettings, spec: LevelSpec) -> None:

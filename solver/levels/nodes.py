@@ -29,6 +29,9 @@ class NodeUse:
     host_master_cap: dict[str, int] = field(default_factory=dict)
     """With survive: host, per Redis cluster: the most of its masters one host may hold."""
     host_masters: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    rack_masters: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    """Per (Redis cluster, zone, rack): its masters there, those that stay and those placed so
+    far (a rack lies inside its zone: the same rack label in two zones is two racks)."""
 
     def util_after(self, room: NodeRoom, kind: Kind) -> int:
         return room.utilisation(self.taken[room.index][MEMORY] + kind.requests[MEMORY])
@@ -55,6 +58,7 @@ class NodeUse:
         if role is Role.MASTER:
             self.masters[room.index] += 1
             self.host_masters[(member.cluster, room.host)] += 1
+            self.rack_masters[(member.cluster, room.node.zone or "", room.rack)] += 1
         self.shard_hosts[member.shard_key].add(room.host)
         self.hosting.add(room.index)
 
@@ -65,6 +69,7 @@ class NodeUse:
         if role is Role.MASTER:
             self.masters[room.index] -= 1
             self.host_masters[(member.cluster, room.host)] -= 1
+            self.rack_masters[(member.cluster, room.node.zone or "", room.rack)] -= 1
         self.shard_hosts[member.shard_key].discard(room.host)
 
 
@@ -82,37 +87,49 @@ def _order(a: Arrival, rooms: Rooms) -> tuple[int, int, str]:
 def pack(
     use: NodeUse, nodes: list[int], arrivals: list[Arrival]
 ) -> tuple[dict[str, int], list[Arrival]]:
-    """Place the arrivals on ``nodes``; returns (pod key -> room index, the ones that found none)."""
+    """Place the arrivals on ``nodes``; returns (pod key -> room index, the ones that found none).
+
+    When ``nodes`` span several racks (a zone packed whole, level two skipped), a master goes to
+    the rack holding the fewest masters of its Redis cluster, then to that rack's best node: the
+    rack term of the objective, which reaches ceil(masters / racks) wherever the racks have room.
+    """
     rooms = use.rooms
     placed: dict[str, int] = {}
     failed: list[Arrival] = []
     Entry = tuple[int, int, str, int, int]
     """(has a master already, utilisation after the arrival, node name, version, room index)."""
-    heaps: dict[tuple[int, bool], list[Entry]] = {}
+    HeapKey = tuple[int, bool, tuple[str, str] | None]
+    """(kind, master, (zone, rack) or None for every rack of ``nodes``)."""
+    heaps: dict[HeapKey, list[Entry]] = {}
     version: dict[int, int] = defaultdict(int)
+    racks = sorted({(rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) for i in nodes})
+    by_rack = len(racks) > 1
 
     def make_entry(room: NodeRoom, kind: int, master: bool) -> Entry:
         stacked = 1 if master and room.masters + use.masters[room.index] > 0 else 0
         util = use.util_after(room, rooms.kinds[kind])
         return (stacked, util, room.node.name, version[room.index], room.index)
 
-    def heap_for(kind: int, master: bool) -> list[Entry]:
-        h = heaps.get((kind, master))
+    def heap_for(kind: int, master: bool, rack: tuple[str, str] | None = None) -> list[Entry]:
+        h = heaps.get((kind, master, rack))
         if h is None:
             h = [
                 make_entry(rooms.nodes[i], kind, master)
                 for i in nodes
                 if kind in rooms.nodes[i].eligible
+                and (rack is None or (rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) == rack)
                 and (not master or use.master_room(rooms.nodes[i]))
             ]
             heapq.heapify(h)
-            heaps[(kind, master)] = h
+            heaps[(kind, master, rack)] = h
         return h
 
-    for arrival in sorted(arrivals, key=lambda a: _order(a, rooms)):
-        kind = rooms.kinds[arrival.kind]
-        master = arrival.role is Role.MASTER
-        heap = heap_for(arrival.kind, master)
+    def top(heap: list[Entry]) -> tuple[int, int, str]:
+        while heap and heap[0][3] != version[heap[0][-1]]:
+            heapq.heappop(heap)  # stale: the node took a member since
+        return heap[0][:3] if heap else (2, 0, "")
+
+    def best(heap: list[Entry], arrival: Arrival, kind: Kind, master: bool) -> NodeRoom | None:
         hosts = use.shard_hosts[arrival.member.shard_key]
         skipped: list[Entry] = []
         chosen: NodeRoom | None = None
@@ -133,13 +150,38 @@ def pack(
             break
         for entry in skipped:
             heapq.heappush(heap, entry)
+        return chosen
+
+    for arrival in sorted(arrivals, key=lambda a: _order(a, rooms)):
+        kind = rooms.kinds[arrival.kind]
+        master = arrival.role is Role.MASTER
+        chosen: NodeRoom | None = None
+        if master and by_rack:
+            cluster = arrival.member.cluster
+            order = sorted(
+                racks,
+                key=lambda r: (
+                    use.rack_masters[(cluster, *r)],
+                    top(heap_for(arrival.kind, True, r)),
+                ),
+            )
+            for rack in order:
+                chosen = best(heap_for(arrival.kind, True, rack), arrival, kind, master)
+                if chosen is not None:
+                    break
+        else:
+            chosen = best(heap_for(arrival.kind, master), arrival, kind, master)
         if chosen is None:
             failed.append(arrival)
             continue
         use.take(chosen, arrival.member, kind, arrival.role)
         placed[arrival.member.key] = chosen.index
         version[chosen.index] += 1
-        for (k, is_master), h in heaps.items():
-            if k in chosen.eligible and (not is_master or use.master_room(chosen)):
+        for (k, is_master, rack), h in heaps.items():
+            if (
+                k in chosen.eligible
+                and (rack is None or rack == (chosen.node.zone or "", chosen.rack))
+                and (not is_master or use.master_room(chosen))
+            ):
                 heapq.heappush(h, make_entry(chosen, k, is_master))
     return placed, failed

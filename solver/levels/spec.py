@@ -102,6 +102,9 @@ class LevelSpec:
     """Separation strength per level (rack, zone): required, preferred or ignore."""
     relaxed: frozenset[str] = frozenset()
     """Required levels turned into heavy penalties (relaxWhenInfeasible)."""
+    master_sub_domains: tuple[int, ...] = ()
+    """Per child: its domains one level down that can hold masters (those with room and those
+    where masters stay). The fullest holds at least the child's masters over this many."""
 
 
 @dataclass

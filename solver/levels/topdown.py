@@ -164,6 +164,7 @@ def place_by_levels(
             use.shard_hosts[shard.key].add(f.node.host)
     for cluster, node in standing.masters:
         use.host_masters[(cluster, node.host)] += 1
+        use.rack_masters[(cluster, node.zone or "", node.rack)] += 1
     if policy.rules.survive == "host":
         use.host_master_cap = {k: max(0, (n - 1) // 2) for k, n in masters_total.items()}
     arrivals: dict[tuple[str, str | None], list[Arrival]] = defaultdict(list)

@@ -66,6 +66,10 @@ def zone_spec(
         if child is None:  # a zone without room for new members still holds masters that count
             outside.setdefault(cluster, Counter())[zone] += 1
         per_rack.setdefault(cluster, Counter())[f"{zone}/{node.rack}"] += 1
+    holding = [{rooms.nodes[i].rack for i in c.nodes} for c in children]
+    for _, node in shapes.standing.masters:
+        if node.zone in index:
+            holding[index[node.zone]].add(node.rack)
     return LevelSpec(
         level="zone",
         children=children,
@@ -79,6 +83,7 @@ def zone_spec(
         sub_level="rack",
         strengths=strengths,
         relaxed=relaxed,
+        master_sub_domains=tuple(len(racks) for racks in holding),
     )
 
 

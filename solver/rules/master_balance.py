@@ -1,12 +1,13 @@
 """survival and master-balance (soft): masters spread over domains and over nodes.
 
-survival = weights.survival x the sum over Redis clusters of the most masters in one domain of
-the survive level (zone when survive is none): what one failure takes. master-balance =
+survival = weights.survival x the sum over Redis clusters of the most masters in one zone, and
+rackSurvival = weights.rackSurvival x the same in one rack: what one failure takes. master-balance =
 weights.masterBalance x masters beyond the first on any node. Domain counts are bounded below by
 ceil(M / D) once M is known, which CP-SAT would otherwise have to discover.
 """
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 from models.cluster import Role
 from solver.classes.cpmodel import PlacementModel
@@ -19,14 +20,23 @@ def encode(pm: PlacementModel) -> None:
 
 
 def encode_survival(pm: PlacementModel) -> None:
+    weights = pm.problem.policy.weights
+    encode_worst_domain(pm, "survival", weights.survival, lambda z, r: z)
+    encode_worst_domain(pm, "rackSurvival", weights.rack_survival, lambda z, r: f"{z}/{r}")
+
+
+def encode_worst_domain(
+    pm: PlacementModel, term: str, weight: int, domain: Callable[[str, str], str]
+) -> None:
+    """Per Redis cluster, the most of its masters in one domain (``domain`` names a node's from
+    its zone and rack: a rack lies inside its zone), at ``weight`` each."""
     problem = pm.problem
-    weight = problem.policy.weights.survival
     if not weight:
         return
-    survive = problem.policy.rules.survive
-    level = "zone" if survive == "none" else survive
     m = pm.model
-    zones = sorted(pm.domain_classes[level])
+    classes_in: dict[str, list[int]] = defaultdict(list)
+    for cls in problem.classes:
+        classes_in[domain(cls.zone, cls.rack)].append(cls.index)
     clusters: dict[str, list[str]] = defaultdict(list)
     for shard in problem.shards.values():
         clusters[shard.cluster].append(shard.key)
@@ -34,35 +44,28 @@ def encode_survival(pm: PlacementModel) -> None:
         shards = [problem.shards[k] for k in keys]
         groups = [g for s in shards for g in pm.shard_groups(s) if Role.MASTER in g.roles]
         fixed = Counter(
-            s.fixed_master[1].domain(level)
+            domain(s.fixed_master[1].zone or "", s.fixed_master[1].rack)
             for s in shards
             if s.fixed_master and s.fixed_master[1] is not None
         )
         if not groups:
-            pm.add_constant("survival", weight * max(fixed.values(), default=0))
+            pm.add_constant(term, weight * max(fixed.values(), default=0))
             continue
-        most = m.new_int_var(0, len(shards), f"mostMasters[{cluster}]")
-        if level == "host":
-            # A class of several nodes is several hosts: only what already runs is certain.
-            m.add(most >= max(fixed.values(), default=0))
-            pm.add_cost("survival", weight, most)
-            continue
-        for zone in zones:
-            classes = pm.classes_of(level, zone)
-            in_zone = fixed[zone] + sum(
+        most = m.new_int_var(0, len(shards), f"mostMasters[{cluster},{term}]")
+        for name, classes in classes_in.items():
+            inside = fixed[name] + sum(
                 (v for g in groups for v in pm.group_vars(g, classes, Role.MASTER)), 0
             )
-            m.add(most >= in_zone)
+            m.add(most >= inside)
         total = sum(fixed.values()) + sum(
             (v for g in groups for v in pm.group_vars(g, role=Role.MASTER)), 0
         )
-        m.add(
-            len(set(zones) | set(fixed)) * most >= total
-        )  # the fullest zone holds at least the average
-        for zone, count in fixed.items():
-            if zone not in zones:
+        # The fullest domain holds at least the average.
+        m.add(len(set(classes_in) | set(fixed)) * most >= total)
+        for name, count in fixed.items():
+            if name not in classes_in:
                 m.add(most >= count)
-        pm.add_cost("survival", weight, most)
+        pm.add_cost(term, weight, most)
 
 
 def encode_stacking(pm: PlacementModel) -> None:
