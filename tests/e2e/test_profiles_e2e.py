@@ -144,15 +144,20 @@ def admission_policy(api: ApiClient, profile: str, namespace: str) -> Iterator[N
 
 
 def _call(api: ApiClient, method: str, path: str, body: Any = None) -> dict[str, Any]:
-    response = api.call_api(  # type: ignore[call-arg]
-        path,
+    """Any API path, as the admin: the generated client has no types for every kind here."""
+    serialized = api.param_serialize(
         method,
-        body=body,
+        path,
         header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body=body,
         auth_settings=["BearerToken"],
-        _preload_content=False,
     )
-    return json_of(response[0] if isinstance(response, tuple) else response)
+    response = api.call_api(*serialized[:4])
+    response.read()
+    if response.status >= 300:
+        raise AssertionError(f"{method} {path}: {response.status} {response.data!r}")
+    data: dict[str, Any] = json.loads(response.data or b"{}")
+    return data
 
 
 def _wait_for_gating(api: ApiClient, namespace: str, profile: str) -> None:
@@ -327,7 +332,11 @@ def test_the_deployment_is_placed_by_the_binder_soundly(
     assert outcome.hard == []
     assert outcome.replicas_in_master_zone == 0
     assert outcome.most_masters_on_a_node == 1
-    assert outcome.largest_zone_master_share < 0.5
+    masters = sum(1 for m in outcome.snapshot.members if m.role is Role.MASTER)
+    even = -(-masters // len(ZONES)) / masters  # ceil(masters / zones): all a zone need hold
+    assert outcome.largest_zone_master_share <= even + 1e-9
+    if masters >= 2 * len(ZONES):
+        assert outcome.largest_zone_master_share < 0.5  # a zone lost leaves the majority
     assert outcome.seconds <= READY_WITHIN
     rejected = [d for r in reports for d in r.decisions if d.decision == "reject"]
     assert rejected == [], "no shard held past its wait"
