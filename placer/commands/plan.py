@@ -18,7 +18,7 @@ from placer.commands.options import (
     time_limit_option,
     with_source,
 )
-from placer.rebalance.changes import guarded_plan
+from solver.changes import guarded_plan
 from solver.solve import SolveOptions, solve
 
 
