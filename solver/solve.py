@@ -216,7 +216,11 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     else:
         report("greedy", None, None)
         baseline = _baseline(snapshot, policy, mode)
+        judged_at = time.monotonic()
         candidates.append(judge(_Candidate("greedy", baseline)))
+        # Judging one candidate, timed on this machine as loaded as it is now: what the class
+        # model's candidate will cost to judge (twice, when the caps cut it) after its solve.
+        judging = time.monotonic() - judged_at
         current = candidates[-1].verdict
         assert current is not None
         fixed = repair(
@@ -234,8 +238,9 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         report("node classes", None, None)
         at_fault = _at_fault(snapshot, current)
         start_from = min(candidates, key=_order).placement
+        classes_until = min(work_until, deadline - 2.5 * judging - 0.05)
         classes = _rebalance(
-            snapshot, policy, start_from, work_until, workers, seed, options, at_fault
+            snapshot, policy, start_from, classes_until, workers, seed, options, at_fault
         )
         if classes is not None:
             candidate, bound, part = classes
