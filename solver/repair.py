@@ -55,9 +55,13 @@ def repair(
     caps: Caps,
     until: float,
     progress: Callable[[str], None] | None = None,
+    pending: Placement | None = None,
 ) -> Repair:
-    """The repair of the running placement, then greedy's placement of the pending pods."""
-    state = _State(snapshot, policy)
+    """The repair of the running placement, then greedy's placement of the pending pods; or,
+    with ``pending`` (where the pending members go, as greedy placed them around the running
+    cluster), the repair around them: the room and master slots they take stay theirs, so no
+    pending pod is given up for a fix."""
+    state = _State(snapshot, policy, pending)
     out = Repair(Placement())
     if progress:
         progress("repair: failovers")
@@ -66,7 +70,15 @@ def repair(
         progress("repair: moves")
     state.moves(caps, until, out.why)
     start = Placement(node=dict(state.node), role=dict(state.role))
-    if time.monotonic() < until:
+    if pending is not None:
+        for m in snapshot.pending:
+            if m.key in pending.node:
+                start.node[m.key] = pending.node[m.key]
+                start.role[m.key] = pending.role.get(m.key, Role.REPLICA)
+            elif m.key in pending.unplaced:
+                start.unplaced[m.key] = pending.unplaced[m.key]
+        out.placement = start
+    elif time.monotonic() < until:
         out.placement = greedy_placement(snapshot, policy, start=start)
     else:
         out.placement = start
@@ -78,7 +90,7 @@ def repair(
 class _State:
     """The running placement under repair: nodes, roles, masters per node, free room."""
 
-    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, pending: Placement | None) -> None:
         self.snapshot = snapshot
         self.nodes = snapshot.node_by_name
         self.cap = policy.rules.max_masters_per_node
@@ -94,6 +106,12 @@ class _State:
         for m in snapshot.skipped_members:
             if m.pod.node_name in self.nodes and m.role is Role.MASTER:
                 self.load[m.pod.node_name] += 1  # judged by the audit, never planned
+        for m in snapshot.pending if pending is not None else ():
+            name = pending.node.get(m.key) if pending else None
+            if name in self.nodes:
+                used[name] = used[name] + m.pod.requests
+                if pending and pending.role.get(m.key) is Role.MASTER:
+                    self.load[name] += 1  # a pending master's slot stays its own
         for m in snapshot.members:
             name = m.pod.node_name
             if name is None:
@@ -119,6 +137,7 @@ class _State:
                 self.load[self.node[master]] += 1
         self.moved: set[str] = set()
         self.reserved: set[str] = set()
+        self._slots: list[Node] | None = None
         """Nodes a replica was moved to so that the next run can make it master there."""
 
     # ------------------------------------------------------------------ failovers
@@ -160,15 +179,20 @@ class _State:
             del shards[self.cap :]
             self.load[name] = len(shards)
         count = 0
+        # Nodes a failed search went through lead to no node below the cap; they stay so until
+        # a chain succeeds (Kuhn's rule), so later searches skip them: without this, a cluster
+        # with no free node at all costs one whole-graph search per shard.
+        dead: set[str] = set()
         for shard in sorted(free):
             if time.monotonic() >= until:
                 why[shard] = "the time limit: the repair ran out of time before this shard"
                 self._unseat(shard, held)
                 continue
-            path = self._augmenting_path(shard, eligible, held)
+            path = self._augmenting_path(shard, eligible, held, dead)
             if path is None:
                 self._unseat(shard, held)
                 continue
+            dead.clear()
             cost = sum(
                 (k != self.was_master[s]) - (self.master.get(s, k) != self.was_master[s])
                 if s != shard
@@ -201,9 +225,14 @@ class _State:
             self.load[self.node[k]] += 1
 
     def _augmenting_path(
-        self, shard: str, eligible: dict[str, list[Member]], held: dict[str, list[str]]
+        self,
+        shard: str,
+        eligible: dict[str, list[Member]],
+        held: dict[str, list[str]],
+        dead: set[str],
     ) -> list[tuple[str, str]] | None:
-        """The shortest chain (shard, new master) ending on a node below the cap, or None."""
+        """The shortest chain (shard, new master) ending on a node below the cap, or None (and
+        every node it went through added to ``dead``)."""
         self.master.pop(shard, None)
         parent: dict[str, tuple[str, str]] = {}  # node -> (shard that reached it, its member)
         came_from: dict[str, str] = {}  # shard -> node it holds (and would leave)
@@ -212,7 +241,7 @@ class _State:
             s = queue.popleft()
             for m in eligible[s]:
                 name = self.node[m.key]
-                if name in parent or name == came_from.get(s):
+                if name in parent or name in dead or name == came_from.get(s):
                     continue
                 parent[name] = (s, m.key)
                 if self.load[name] < self.cap:
@@ -227,6 +256,7 @@ class _State:
                     if t not in came_from and t != shard:
                         came_from[t] = name
                         queue.append(t)
+        dead.update(parent)
         return None
 
     # ------------------------------------------------------------------ moves
@@ -237,10 +267,15 @@ class _State:
         wanted: list[tuple[str, Member, bool]] = []  # (shard, replica, for a failover next run)
         for s in sorted(self.members):
             wanted.extend((s, m, False) for m in self._replicas_at_fault(s))
+        on_node: dict[str, list[str]] = defaultdict(list)
+        for s, k in self.master.items():
+            on_node[self.node[k]].append(s)
         for name in sorted(self.load):
             if self.load[name] <= self.cap or name not in self.nodes:
                 continue
-            for s in sorted(s for s, k in self.master.items() if self.node[k] == name)[self.cap :]:
+            shards = sorted(on_node[name])
+            surplus = min(len(shards), self.load[name] - self.cap)  # pending masters stay
+            for s in shards[len(shards) - surplus :]:
                 replicas = [m for m in self.members[s] if self.role[m.key] is Role.REPLICA]
                 if replicas:
                     wanted.append((s, min(replicas, key=lambda m: m.key), True))
@@ -292,7 +327,11 @@ class _State:
         return out
 
     def _destination(self, shard: str, member: Member, for_master: bool) -> tuple[Node | None, str]:
-        """The best node for the replica, or None and why none: no room, or the rules."""
+        """The best node for the replica, or None and why none: no room, or the rules.
+
+        The cheap tests go first (the master slot, the shard's hosts, room), so a cluster whose
+        every node holds a master costs one pass over the nodes below the cap, not all of them.
+        """
         master = self.nodes.get(self.node[self.master[shard]])
         hosts = {
             self.nodes[self.node[m.key]].host
@@ -300,25 +339,22 @@ class _State:
             if m is not member and self.node[m.key] in self.nodes
         }
         req = member.pod.requests
-        roomy = 0
         best: tuple[tuple[int, int, int, str], Node] | None = None
-        for node in self.snapshot.nodes:
-            if not node_accepts_new_pods(node) or blocking_reason(member.pod, node) is not None:
+        candidates = self.slots() if for_master else self.snapshot.nodes
+        for node in candidates:
+            if node.host in hosts or node.name == self.node[member.key]:
+                continue
+            if for_master and (self.load[node.name] >= self.cap or node.name in self.reserved):
                 continue
             if not req.fits_in(self.free[node.name]):
-                continue
-            roomy += 1
-            if node.host in hosts or node.name == self.node[member.key]:
                 continue
             if master is not None and any(
                 node.domain(lvl) == master.domain(lvl) for lvl in self.required
             ):
                 continue
-            if for_master and (
-                self.load[node.name] >= self.cap
-                or node.name in self.reserved
-                or not self._apart_at(shard, member, node)
-            ):
+            if not node_accepts_new_pods(node) or blocking_reason(member.pod, node) is not None:
+                continue
+            if for_master and not self._apart_at(shard, member, node):
                 continue
             same_zone = int(master is not None and node.zone == master.zone)
             same_rack = int(master is not None and node.rack == master.rack)
@@ -327,12 +363,24 @@ class _State:
                 best = (key, node)
         if best is not None:
             return best[1], ""
+        roomy = any(
+            req.fits_in(self.free[n.name])
+            and node_accepts_new_pods(n)
+            and blocking_reason(member.pod, n) is None
+            for n in self.snapshot.nodes
+        )
         if not roomy:
             return None, f"no room: no node that accepts {member.key} has room for it"
         rule = "master-exclusivity" if for_master else "shard-spread"
         if self.required:
             rule += " or required replica-separation"
         return None, f"the rules: every node with room for {member.key} breaks {rule}"
+
+    def slots(self) -> list[Node]:
+        """Nodes below the master cap (a replica moved there can be promoted next run)."""
+        if self._slots is None:
+            self._slots = [n for n in self.snapshot.nodes if self.load[n.name] < self.cap]
+        return self._slots
 
     def _apart_at(self, shard: str, member: Member, node: Node) -> bool:
         """``member`` on ``node`` would be apart from the rest of its shard at required levels."""

@@ -235,6 +235,16 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             report("judging the repair", None, None)
             repaired = judge(_Candidate("greedy", fixed.placement))
             candidates.append(repaired)
+        if snapshot.pending and time.monotonic() < work_until:
+            # The same repair around the pending pods as greedy placed them: fewer fixes when
+            # they take the free nodes, but none paid for with a pod left pending.
+            around = repair(snapshot, policy, options.caps or Caps(), work_until, pending=baseline)
+            if around.failovers or around.moves:
+                report("judging the repair", None, None)
+                second = judge(_Candidate("greedy", around.placement))
+                candidates.append(second)
+                if repaired is None or _order(second) < _order(repaired):
+                    repaired, stay_reasons = second, around.why
         report("node classes", None, None)
         at_fault = _at_fault(snapshot, current)
         start_from = min(candidates, key=_order).placement

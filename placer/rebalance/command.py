@@ -34,8 +34,6 @@ from placer.output import render
 from solver.changes import Change, after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import master_quorum_warnings
-from solver.repair import Caps
-from solver.solve import SolveOptions, solve
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
     from placer.rebalance.redis_roles import RoleMismatch, RoleReading, View
@@ -332,22 +330,26 @@ def command(
     started = command_started()
     if apply_ and file is not None:
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
-    adapter: Any = None
-    if file is not None:
-        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
-    else:
-        policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
-    port = redis_port or policy.redis.port
-    password = (
-        redis_password(policy, password_env, password_file)
-        if apply_ or roles_from == "redis"
-        else None
-    )
-    reading: RoleReading | None = None
-    if roles_from == "redis":
-        snapshot, reading = redis_roles(snapshot, port, password, required=True)
-    with StderrProgress(started) as progress:
+    with StderrProgress(started) as progress:  # a line on stderr at most 2 s apart
+        progress("reading", None, None)
+        adapter: Any = None
+        if file is not None:
+            policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+        else:
+            policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
+        port = redis_port or policy.redis.port
+        password = (
+            redis_password(policy, password_env, password_file)
+            if apply_ or roles_from == "redis"
+            else None
+        )
+        reading: RoleReading | None = None
+        if roles_from == "redis":
+            snapshot, reading = redis_roles(snapshot, port, password, required=True)
         progress("auditing", None, None)
+        from solver.repair import Caps  # the solver (OR-tools) loads once the lines run
+        from solver.solve import SolveOptions, solve
+
         audit_began = time.monotonic()
         before = audit_violations(snapshot, policy)
         # After the solve: two audits of what the changes leave, the quorum warnings and the
