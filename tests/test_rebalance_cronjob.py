@@ -165,3 +165,39 @@ def test_the_repair_says_a_master_waits_for_a_move_then_a_failover() -> None:
     held_back = repair(snapshot, policy, Caps(max_moves=0), until=float("inf"))
     assert held_back.moves == 0
     assert any(why.startswith("the cap: --max-moves 0") for why in held_back.why.values())
+
+
+def test_a_partial_re_solve_says_what_its_bound_speaks_of(monkeypatch: pytest.MonkeyPatch) -> None:
+    import solver.solve
+    from solver.solve import SolveOptions, solve
+
+    monkeypatch.setattr(solver.solve, "REBALANCE_WHOLE", 10)  # any cluster counts as large
+    policy = Policy()
+    snapshot = build_snapshot(flatten([generate_cluster(30, 0, running_shards=12, seed=4)]), policy)
+    plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=3))
+    assert plan.status == "FEASIBLE" and plan.bound == 0
+    assert plan.bound_note is not None and "partial re-solve" in plan.bound_note
+    assert "of 12" in plan.bound_note  # which part: the shards at fault, of how many
+
+
+def test_no_pending_pod_is_given_up_for_a_fix() -> None:
+    """Pending shards and doubled masters compete for the free nodes: the plan places as many
+    pending pods as greedy does around the running cluster, and fixes what is left to fix."""
+    from solver.greedy import greedy_placement
+    from solver.placement import Placement
+    from solver.repair import Caps
+    from solver.solve import SolveOptions, solve
+
+    policy = Policy()
+    document = generate_cluster(12, 4, running_shards=9, seed=2)
+    snapshot = build_snapshot(flatten([document]), policy)
+    current = Placement(
+        node={m.key: m.pod.node_name for m in snapshot.running if m.pod.node_name},
+        role={m.key: m.role or Role.REPLICA for m in snapshot.running},
+    )
+    greedy = greedy_placement(snapshot, policy, start=current)
+    left_by_greedy = sum(1 for m in snapshot.pending if m.key not in greedy.node)
+    plan = solve(snapshot, policy, "rebalance", SolveOptions(time_limit=3, caps=Caps(1, None)))
+    assert len(plan.unplaced) <= left_by_greedy
+    before = [v for v in audit(snapshot, policy) if v.severity == "hard"]
+    assert len(plan.hard_violations) < len(before)
