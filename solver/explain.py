@@ -185,6 +185,9 @@ def unplaced_reasons(
             reasons[shard] = structural
             continue
         if problem is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                conflict.append(shard)  # no time left to build the filter tally: say less
+                continue
             problem = build_problem(snapshot, policy, "place", max_variables=None)
             group_of = {m.key: g for g in problem.groups for m in g.members}
         without = next(

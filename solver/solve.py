@@ -248,7 +248,9 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         report("node classes", None, None)
         at_fault = _at_fault(snapshot, current)
         start_from = min(candidates, key=_order).placement
-        classes_until = min(work_until, deadline - 2.5 * judging - 0.05)
+        # With pending pods, explaining the ones left out builds a model of its own: as much again.
+        after = judging * (2.5 + (2.0 if snapshot.pending else 0.0))
+        classes_until = min(work_until, deadline - after - 0.05)
         classes = _rebalance(
             snapshot, policy, start_from, classes_until, workers, seed, options, at_fault
         )
