@@ -339,6 +339,11 @@ class _State:
             if m is not member and self.node[m.key] in self.nodes
         }
         req = member.pod.requests
+        if for_master and not self.slots():
+            return None, (
+                "no room: every node holds as many masters as rules.maxMastersPerNode allows "
+                "(pending masters placed by greedy included)"
+            )
         best: tuple[tuple[int, int, int, str], Node] | None = None
         candidates = self.slots() if for_master else self.snapshot.nodes
         for node in candidates:
