@@ -276,7 +276,11 @@ class _State:
             shards = sorted(on_node[name])
             surplus = min(len(shards), self.load[name] - self.cap)  # pending masters stay
             for s in shards[len(shards) - surplus :]:
-                replicas = [m for m in self.members[s] if self.role[m.key] is Role.REPLICA]
+                replicas = [
+                    m
+                    for m in self.members[s]
+                    if self.role[m.key] is Role.REPLICA and not m.pod.deleting
+                ]
                 if replicas:
                     wanted.append((s, min(replicas, key=lambda m: m.key), True))
                 else:
@@ -321,7 +325,7 @@ class _State:
                     shares = shares or any(
                         node.domain(lvl) == master.domain(lvl) for lvl in self.required
                     )
-                if shares and m.key not in self.moved:
+                if shares and m.key not in self.moved and not m.pod.deleting:
                     out.append(m)
             seen.add(node.host)
         return out

@@ -201,3 +201,16 @@ def test_no_pending_pod_is_given_up_for_a_fix() -> None:
     assert len(plan.unplaced) <= left_by_greedy
     before = [v for v in audit(snapshot, policy) if v.severity == "hard"]
     assert len(plan.hard_violations) < len(before)
+
+
+def test_gone_nodes_and_deleting_pods_are_left_alone(tmp_path: Path) -> None:
+    """A member on a node the snapshot lacks and a replica being deleted: the run plans around
+    them (never moves or promotes the deleting pod) and does not crash."""
+    document = _crowded()
+    pods = [i for i in document["items"] if i["kind"] == "Pod"]
+    pods[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"  # r-0-1, a replica
+    pods[5]["spec"]["nodeName"] = "n-gone"  # r-1-2, a replica on a node that is gone
+    report = _rebalance(tmp_path, document)
+    touched = {c.get("pod") for c in report["changes"]} | {c.get("to") for c in report["changes"]}
+    assert "redis/r-0-1" not in touched
+    assert all(v.get("why") for v in _hard(report, "violationsAfterPlan"))
