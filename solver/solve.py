@@ -245,6 +245,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 candidates.append(second)
                 if repaired is None or _order(second) < _order(repaired):
                     repaired, stay_reasons = second, around.why
+            elif repaired is not None and _order(candidates[0]) < _order(repaired):
+                # The repair that keeps every pod placed changes nothing: its reasons are the
+                # ones that hold (the other repair's fixes cost pending pods).
+                stay_reasons = around.why
         report("node classes", None, None)
         at_fault = _at_fault(snapshot, current)
         start_from = min(candidates, key=_order).placement
