@@ -86,6 +86,20 @@ CASES = {
     "rebalance": Case(
         "rebalance 1,000 nodes / 400 running shards", 1000, 0, 400, 10, mode="rebalance"
     ),
+    "rebalance-100": Case(
+        "rebalance 100 nodes / 40 running shards", 100, 0, 40, 10, mode="rebalance"
+    ),
+    "rebalance-2000": Case(
+        "rebalance 2,000 nodes / 800 running shards", 2000, 0, 800, 10, mode="rebalance"
+    ),
+    "rebalance-2000-pending": Case(
+        "rebalance 2,000 nodes / 2,000 running + 800 pending shards",
+        2000,
+        800,
+        2000,
+        10,
+        mode="rebalance",
+    ),
 }
 HEADERS = [
     "case",

@@ -87,6 +87,13 @@ class Plan(Wire):
     worst_domain_loss: list[DomainLoss] = []
     skipped: list[SkippedInput] = []
     objective_terms: dict[str, float] = {}
+    bound_note: str | None = None
+    """Set when a solve proved a bound for part of the problem only (rebalance re-solving the
+    shards at fault with the rest fixed): what that bound is and what it speaks of. ``bound``
+    then holds only what is proven for the whole."""
+    stay_reasons: dict[str, str] = {}
+    """Rebalance: shard key -> why a hard violation it is part of stays after this plan's changes
+    (the cap, no room, or the rules), as the greedy repair found."""
     warnings: list[str] = []
     """Odd but usable input and risks no rule covers (a Redis cluster with fewer than 3
     masters), in words; the command line also prints them on stderr."""

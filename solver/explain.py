@@ -185,6 +185,9 @@ def unplaced_reasons(
             reasons[shard] = structural
             continue
         if problem is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                conflict.append(shard)  # no time left to build the filter tally: say less
+                continue
             problem = build_problem(snapshot, policy, "place", max_variables=None)
             group_of = {m.key: g for g in problem.groups for m in g.members}
         without = next(
@@ -198,10 +201,10 @@ def unplaced_reasons(
     if conflict and problem is not None and deadline is not None:
         size = sum(len(g.candidates) for g in problem.groups)
         remaining = deadline - time.monotonic()
-        if size <= EXPLAIN_LIMIT and remaining > 0.1:
+        if size <= EXPLAIN_LIMIT and remaining > 0.2:
             placed = [k for k in problem.shards if k not in conflict and k not in reasons]
             explanation = explain_conflict(
-                problem, conflict + placed, encode_rules, max(0.2, min(2.0, remaining))
+                problem, conflict + placed, encode_rules, min(2.0, remaining - 0.1)
             )
             if explanation and explanation[0].startswith("the shards fit one at a time"):
                 explanation = []  # no core within the time: say what is proven instead
@@ -212,8 +215,8 @@ def unplaced_reasons(
             f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
             "under every hard rule (proven by the solver), and this shard is among those left out"
         )
-        if not explanation:
-            explanation = [fallback]
+        if conflict and not explanation:
+            explanation = [fallback]  # only when some shard is in fact left out for room
     for shard in conflict:
         named = [line for line in explanation if _names(line, shard)]
         reasons[shard] = named[0] if named else fallback

@@ -26,6 +26,19 @@ from solver.predicates import blocking_reason, node_accepts_new_pods
 NO_NODE = "greedy: no node passes the filter"
 
 
+def _node_of(m: Member, start: Placement) -> str | None:
+    """Where the member is in ``start``: a running member where ``start`` moves it, else where
+    it runs (rebalance's repair starts greedy from a placement with moves and failovers)."""
+    return start.node.get(m.key) or m.pod.node_name
+
+
+def _role_of(m: Member, start: Placement) -> Role | None:
+    """The member's role in ``start``; a running member's own role when ``start`` is silent."""
+    if m.pod.pending:
+        return start.role.get(m.key)
+    return start.role.get(m.key) or m.role
+
+
 def _add(used: dict[str, list[int]], name: str, requests: Resources, sign: int = 1) -> None:
     total = used.setdefault(name, [0, 0, 0])
     total[0] += sign * requests.cpu
@@ -75,11 +88,11 @@ class _Cluster:
                 _add(used, pod.node_name, pod.requests)
         placing = {m.shard_key for m in snapshot.members if m.pod.node_name is None}
         for m in snapshot.members:
-            name = m.pod.node_name or start.node.get(m.key)
+            name = _node_of(m, start)
             node = nodes.get(name or "")
             if node is None:
                 continue
-            role = start.role.get(m.key) if m.pod.pending else m.role
+            role = _role_of(m, start)
             _add(used, node.name, m.pod.requests)
             self._count(m, node, role or Role.REPLICA, placing)
         self.free = _Room(nodes, used)
@@ -236,9 +249,9 @@ def greedy_placement(
     rules = _Rules(state, policy, masters_total)
     for key, members in snapshot.shards.items():
         running_master = next(
-            (m for m in members if m.role is Role.MASTER and not m.pod.pending), None
+            (m for m in members if not m.pod.pending and _role_of(m, start) is Role.MASTER), None
         )
-        node_name = running_master.pod.node_name if running_master else None
+        node_name = _node_of(running_master, start) if running_master else None
         if node_name is None:
             node_name = next(
                 (start.node[m.key] for m in members if start.role.get(m.key) is Role.MASTER), None
@@ -248,7 +261,8 @@ def greedy_placement(
         members = todo[shard_key]
         all_members = snapshot.shards[shard_key]
         has_master = any(
-            (m.role is Role.MASTER and not (m.pod.pending and m.key not in start.node))
+            (not m.pod.pending and _role_of(m, start) is Role.MASTER)
+            or (m.pod.pending and m.role is Role.MASTER and m.key in start.node)
             or start.role.get(m.key) is Role.MASTER
             for m in all_members
         )
@@ -297,7 +311,8 @@ def _masters_expected(
     totals: Counter[str] = Counter()
     for key, members in snapshot.shards.items():
         has = any(
-            (m.role is Role.MASTER and not m.pod.pending) or start.role.get(m.key) is Role.MASTER
+            (not m.pod.pending and _role_of(m, start) is Role.MASTER)
+            or start.role.get(m.key) is Role.MASTER
             for m in members
         )
         if has or key in todo:
@@ -312,15 +327,20 @@ def _keep_majorities(
     domain again holds less than half of each cluster's masters."""
     level = policy.rules.survive
     nodes = snapshot.node_by_name
+    placed_now = set(placed_now)
     while True:
+        # An entry is "new" only when the master itself is a pending member placed here: only
+        # then does dropping the shard's pending members take it away. Each pass drops one such
+        # shard for good, so the loop ends.
         masters: dict[str, list[tuple[str | None, str, bool]]] = defaultdict(list)
         for key, members in snapshot.shards.items():
             for m in members:
-                name = placement.node.get(m.key) if m.pod.pending else m.pod.node_name
-                role = placement.role.get(m.key) if m.pod.pending else m.role
+                name = _node_of(m, placement)
+                role = _role_of(m, placement)
                 node = nodes.get(name or "")
                 if role is Role.MASTER and node is not None:
-                    masters[m.cluster].append((node.domain(level), key, key in placed_now))
+                    new = m.pod.pending and key in placed_now
+                    masters[m.cluster].append((node.domain(level), key, new))
         worst: tuple[str, str | None] | None = None
         for cluster, entries in masters.items():
             per_domain = Counter(d for d, _, _ in entries)
@@ -332,6 +352,7 @@ def _keep_majorities(
             return
         cluster, domain = worst
         victim = max(k for d, k, new in masters[cluster] if d == domain and new)
+        placed_now.discard(victim)
         for m in snapshot.shards[victim]:
             if m.pod.pending:
                 placement.node.pop(m.key, None)

@@ -6,7 +6,10 @@ The greedy baseline is always one of them, so a plan is never worse than greedy'
 
 * place mode: the levels (solver/levels/: zones, racks, nodes), started from greedy's placement,
   with any shard they could not finish completed by greedy; level one's optimum is the bound.
-* rebalance mode: the node-class model (solver/classes/), started from the current placement.
+* rebalance mode: the current placement, the greedy repair (solver/repair.py: failovers first,
+  then moves within the run's caps) and the node-class model (solver/classes/), started from
+  the better of those two. With caps (``SolveOptions.caps``) each is ranked by what its changes
+  leave once cut to the caps, which is what one run carries out.
 
 ``status`` is OPTIMAL only when the plan's objective equals a proven lower bound of the same
 objective and no placement could place more pods; otherwise FEASIBLE with the true gap.
@@ -22,6 +25,7 @@ from models.cluster import Role
 from models.plan import Engine, Mode, Plan, Status, Unplaced
 from models.policy import Policy
 from models.snapshot import Snapshot
+from solver.changes import change_list, limit_changes, plan_after
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
@@ -29,6 +33,7 @@ from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
+from solver.repair import Caps, repair
 from solver.rules import RULES
 
 Progress = Callable[[str, float | None, float | None], None]
@@ -58,6 +63,9 @@ class SolveOptions:
     progress: Progress | None = None
     hint: bool = True
     explain: bool = True
+    caps: Caps | None = None
+    """Rebalance: what one run may change (``--max-moves``, ``--max-failovers``); candidates are
+    ranked by what their changes leave within these caps. None: the plan as a whole."""
 
 
 @dataclass
@@ -67,11 +75,14 @@ class _Candidate:
     degraded: bool = False
     plan: Plan | None = None
     verdict: Assessment | None = None
+    capped: Assessment | None = None
+    """The verdict on what the plan's changes leave once cut to the run's caps, when they cut."""
 
     def rank(self) -> tuple[int, int, float]:
         assert self.plan is not None and self.verdict is not None
-        hard = sum(1 for v in self.verdict.violations if v.severity == "hard")
-        return (len(self.plan.unplaced), hard, float(self.verdict.terms.get("total", 0.0)))
+        verdict = self.capped or self.verdict
+        hard = sum(1 for v in verdict.violations if v.severity == "hard")
+        return (len(self.plan.unplaced), hard, float(verdict.terms.get("total", 0.0)))
 
 
 @dataclass
@@ -137,6 +148,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 and (other.placement.role == candidate.placement.role)
             ):
                 candidate.plan, candidate.verdict = other.plan, other.verdict
+                candidate.capped = other.capped
                 return candidate
         placement = candidate.placement
         for m in snapshot.pending:
@@ -144,11 +156,21 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 placement.unplaced.setdefault(m.key, "not placed")
         candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
         candidate.verdict = assess(snapshot, policy, candidate.plan)
+        if mode == "rebalance" and options.caps is not None:
+            caps = options.caps
+            planned = change_list(candidate.plan, snapshot)
+            kept = limit_changes(planned, caps.max_failovers, caps.max_moves)
+            if len(kept) < len(planned):
+                carried = plan_after(snapshot, candidate.plan, kept)
+                candidate.capped = assess(snapshot, policy, carried)
         return candidate
 
     candidates: list[_Candidate] = []
     bounds = _Bounds()
     unplaceable: dict[str, str] = {}
+    stay_reasons: dict[str, str] = {}
+    bound_note: str | None = None
+    repaired: _Candidate | None = None
     if mode == "place":
         report("levels", None, None)
         levels = place_by_levels(
@@ -194,18 +216,60 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     else:
         report("greedy", None, None)
         baseline = _baseline(snapshot, policy, mode)
+        judged_at = time.monotonic()
         candidates.append(judge(_Candidate("greedy", baseline)))
-        report("node classes", None, None)
+        # Judging one candidate, timed on this machine as loaded as it is now: what the class
+        # model's candidate will cost to judge (twice, when the caps cut it) after its solve.
+        judging = time.monotonic() - judged_at
         current = candidates[-1].verdict
         assert current is not None
+        fixed = repair(
+            snapshot,
+            policy,
+            options.caps or Caps(),
+            work_until,
+            lambda phase: report(phase, None, None),
+        )
+        stay_reasons = fixed.why
+        if fixed.failovers or fixed.moves:
+            report("judging the repair", None, None)
+            repaired = judge(_Candidate("greedy", fixed.placement))
+            candidates.append(repaired)
+        if snapshot.pending and time.monotonic() < work_until:
+            # The same repair around the pending pods as greedy placed them: fewer fixes when
+            # they take the free nodes, but none paid for with a pod left pending.
+            around = repair(snapshot, policy, options.caps or Caps(), work_until, pending=baseline)
+            if around.failovers or around.moves:
+                report("judging the repair", None, None)
+                second = judge(_Candidate("greedy", around.placement))
+                candidates.append(second)
+                if repaired is None or _order(second) < _order(repaired):
+                    repaired, stay_reasons = second, around.why
+            elif repaired is not None and _order(candidates[0]) < _order(repaired):
+                # The repair that keeps every pod placed changes nothing: its reasons are the
+                # ones that hold (the other repair's fixes cost pending pods).
+                stay_reasons = around.why
+        report("node classes", None, None)
         at_fault = _at_fault(snapshot, current)
+        start_from = min(candidates, key=_order).placement
+        # With pending pods, explaining the ones left out builds a model of its own: as much again.
+        after = judging * (2.5 + (2.0 if snapshot.pending else 0.0))
+        classes_until = min(work_until, deadline - after - 0.05)
         classes = _rebalance(
-            snapshot, policy, baseline, work_until, workers, seed, options, at_fault
+            snapshot, policy, start_from, classes_until, workers, seed, options, at_fault
         )
         if classes is not None:
-            candidate, bound = classes
+            candidate, bound, part = classes
             candidates.append(judge(candidate))
-            bounds = _Bounds(soft=bound, known=bound > 0)
+            if part is None:
+                bounds = _Bounds(soft=bound, known=bound > 0)
+            else:
+                proved = f"bound {bound:g}" if bound > 0 else "no bound above 0"
+                bound_note = (
+                    f"partial re-solve: it changed only the {part}, with every other shard "
+                    f"fixed as it runs, and proved {proved} for that part alone; nothing is "
+                    "proven for the whole cluster (bound 0)"
+                )
 
     report("judging", None, None)
     best = min(candidates, key=_order)
@@ -214,6 +278,8 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     ):
         best.engine = "cp-sat"  # CP-SAT's own answer, which greedy happened to share
     assert best.plan is not None and best.verdict is not None
+    if mode == "rebalance":
+        stay_reasons = _stay_reasons(snapshot, best, repaired, stay_reasons)
     _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline, bounds)
     plan = best.plan.model_copy(
         update={
@@ -240,6 +306,8 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             "worst_domain_loss": best.verdict.worst_domain_loss,
             "objective_terms": {k: float(v) for k, v in terms.items() if k != "total"},
             "explanation": best.placement.explanation,
+            "bound_note": bound_note,
+            "stay_reasons": stay_reasons,
         }
     )
     report("done", objective, bound)
@@ -416,12 +484,12 @@ def _rebalance(
     seed: int,
     options: SolveOptions,
     at_fault: set[str],
-) -> tuple[_Candidate, float] | None:
-    """The class model, started from the current placement (with greedy's for pending pods).
+) -> tuple[_Candidate, float, str | None] | None:
+    """The class model, started from ``baseline`` (the best placement so far).
 
     On a large cluster only the shards the audit finds at fault move (hard violations first):
     the whole cluster's model would not even be built within the budget. Its bound then speaks
-    of that part only, so none is reported.
+    of that part only: the third item names that part (None when the bound is the whole's).
     """
     problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
     size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
@@ -456,7 +524,47 @@ def _rebalance(
         if m.pod.node_name and m.key not in placement.node and m.key not in placement.unplaced:
             placement.node[m.key] = m.pod.node_name
             placement.role[m.key] = m.role or Role.REPLICA
-    return _Candidate("cp-sat", placement), float(solution.bound)
+    part = None
+    if restricted:
+        shards = len(snapshot.shards)
+        part = f"{len(at_fault)} shards at fault (of {shards})"
+    return _Candidate("cp-sat", placement), float(solution.bound), part
+
+
+def _hard_shards(snapshot: Snapshot, candidate: _Candidate) -> set[str]:
+    """Shards named by the hard violations the candidate leaves (within the run's caps)."""
+    verdict = candidate.capped or candidate.verdict
+    assert verdict is not None
+    shard_of = {m.key: m.shard_key for m in snapshot.members}
+    return {
+        shard_of[p]
+        for v in verdict.violations
+        if v.severity == "hard"
+        for p in v.pods
+        if p in shard_of
+    }
+
+
+def _stay_reasons(
+    snapshot: Snapshot,
+    best: _Candidate,
+    repaired: _Candidate | None,
+    found: dict[str, str],
+) -> dict[str, str]:
+    """Why each shard of a hard violation the chosen plan leaves stays: the repair's reason,
+    or, where the repair removed it but lost the ranking, the pods its fix leaves unplaced."""
+    left = _hard_shards(snapshot, best)
+    out = {s: r for s, r in found.items() if s in left}
+    if repaired is not None and repaired is not best and repaired.plan and best.plan:
+        extra = len(repaired.plan.unplaced) - len(best.plan.unplaced)
+        for shard in left - _hard_shards(snapshot, repaired) - set(out):
+            out[shard] = (
+                f"no room: the failovers and moves that remove it take nodes that pending pods "
+                f"need ({extra} more would stay unplaced), and placing pending pods comes first"
+                if extra > 0
+                else "the ranking: the repair that removes it costs more elsewhere"
+            )
+    return out
 
 
 def _broken(policy: Policy, best: _Candidate) -> list[str]:

@@ -13,7 +13,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance.changes import change_list, guarded_plan, limit_changes
+from solver.changes import change_list, guarded_plan, limit_changes
 from tests.kube_dicts import node, redis_pod
 
 

@@ -18,7 +18,12 @@ from placer.binder.loop import (
     Binder,
     BinderConfig,
 )
-from placer.commands.options import context_option, kubeconfig_option, time_limit_option
+from placer.commands.options import (
+    context_option,
+    fail,
+    kubeconfig_option,
+    time_limit_option,
+)
 from placer.inputs.files import read_policy
 from placer.inputs.live import connect
 from placer.metrics import Metrics, MetricsServer
@@ -133,7 +138,9 @@ def command(
     from placer.kube.leader import (
         ApiLeaseClient,
         LeaderElector,
+        LeaseError,
         LeaseOnDemand,
+        LeaseUnusable,
         run_with_leader_election,
     )
 
@@ -142,6 +149,12 @@ def command(
     # every request in flight holds a connection: the writes, both watches, the Lease
     adapter = connect(kubeconfig, context, pool_size=concurrency + 8)
     client = adapter.api_client
+    try:  # a Lease no round could ever use is a start-up error, not a silent standby
+        ApiLeaseClient(client, lease_namespace, lease_name).probe()
+    except LeaseUnusable as exc:
+        fail(f"--lease-namespace {lease_namespace}: {exc}")
+    except LeaseError as exc:  # the server did not answer: the campaign retries
+        logging.getLogger(__name__).warning("lease check: %s", exc)
     metrics = Metrics()
     config = BinderConfig(
         enforce=enforce,  # type: ignore[arg-type]

@@ -50,6 +50,11 @@ class LeaseError(RuntimeError):
     """The Lease could not be read or written for a reason other than a lost race."""
 
 
+class LeaseUnusable(LeaseError):
+    """The Lease cannot be used as configured and no retry will change that: its namespace does
+    not exist, or RBAC denies the binder's account. The message says what to do."""
+
+
 class LeaseClient(Protocol):
     """Get/create/replace one Lease; create/replace return None when another writer won (409)."""
 
@@ -76,7 +81,11 @@ class ApiLeaseClient:
         self.request_timeout = request_timeout
 
     def _request(
-        self, method: str, path: str, body: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        query: list[tuple[str, str]] | None = None,
     ) -> tuple[int, Any]:
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -85,6 +94,7 @@ class ApiLeaseClient:
             params = self.api_client.param_serialize(
                 method=method,
                 resource_path=path,
+                query_params=query,
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
@@ -109,7 +119,41 @@ class ApiLeaseClient:
         if status == 409:
             return None
         message = data.get("message", "") if isinstance(data, dict) else ""
-        raise LeaseError(f"{method} lease {self.namespace}/{self.name}: HTTP {status} {message}")
+        where = f"{method} lease {self.namespace}/{self.name}"
+        if status == 403:
+            raise LeaseUnusable(
+                f"{where}: forbidden (HTTP 403 {message}): grant the binder's service account "
+                f"get, create and update on leases in namespace {self.namespace} (deploy/ has "
+                "the Role), or pass --lease-namespace naming a namespace where it has them"
+            )
+        if status == 404 and method == "POST":
+            raise LeaseUnusable(
+                f"{where}: namespace {self.namespace} does not exist: create it (kubectl "
+                f"create namespace {self.namespace}) or pass --lease-namespace naming one "
+                "that exists (the binder's own namespace, for one)"
+            )
+        raise LeaseError(f"{where}: HTTP {status} {message}")
+
+    def probe(self) -> None:
+        """Check at start-up, without writing, that rounds can use the Lease: read it, then
+        create it (or replace it) as a server-side dry run. Raises ``LeaseUnusable`` when they
+        never could, ``LeaseError`` when the server could not answer (the campaign retries)."""
+        lease = self.get()
+        dry = [("dryRun", "All")]
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {},
+            }
+            status, data = self._request("POST", self._path(False), body, dry)
+            if status != 409:  # 409: created meanwhile, so the namespace exists
+                self._check("POST", status, data)
+            return
+        status, data = self._request("PUT", self._path(True), lease, dry)
+        if status not in (404, 409):  # deleted or changed meanwhile: a round sorts that out
+            self._check("PUT", status, data)
 
     def get(self) -> dict[str, Any] | None:
         status, data = self._request("GET", self._path(True))
@@ -160,6 +204,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._leader = threading.Event()
         self.holder: str | None = None  # last holder seen in the Lease
+        self._last_error: str | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -179,6 +224,7 @@ class LeaderElector:
             stamp = micro_time(self.wall_clock())
             if lease is None:
                 created = self.client.create(self._new_lease(stamp))
+                self._recovered()
                 if created is None:
                     return False
                 self._observe(created)
@@ -188,6 +234,7 @@ class LeaderElector:
             holder = spec.get("holderIdentity") or ""
             duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
             if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+                self._recovered()
                 return False  # held by another and not expired by our clock
             if holder != self.identity:
                 spec["acquireTime"] = stamp
@@ -197,12 +244,35 @@ class LeaderElector:
             spec["renewTime"] = stamp
             updated = self.client.replace({**lease, "spec": spec})
         except LeaseError as exc:
-            log.warning("leader election: %s", exc)
+            self._failed(exc)
             return False
+        self._recovered()
         if updated is None:
             return False
         self._observe(updated)
         return True
+
+    def _failed(self, exc: LeaseError) -> None:
+        """Say a failure once, not every retry: again only when it changes. A Lease that can
+        never be used is an error with its remedy; nothing is bound until it is fixed."""
+        text = str(exc)
+        if text == self._last_error:
+            log.debug("leader election: still failing: %s", text)
+            return
+        self._last_error = text
+        if isinstance(exc, LeaseUnusable):
+            log.error("leader election: %s; no pod is bound until this is fixed", text)
+        else:
+            log.warning(
+                "leader election: %s (retrying every %gs; said again only if it changes)",
+                text,
+                self.config.retry_period,
+            )
+
+    def _recovered(self) -> None:
+        if self._last_error is not None:
+            log.info("leader election: lease %s/%s answers again", self.namespace, self.name)
+            self._last_error = None
 
     def _new_lease(self, stamp: str) -> dict[str, Any]:
         return {

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
     Seconds,
+    StderrProgress,
     deadline_of,
     exit_code,
     fail,
@@ -28,10 +31,9 @@ from placer.commands.options import (
     with_source,
 )
 from placer.output import render
-from placer.rebalance.changes import Change, after_changes, change_list, limit_changes
+from solver.changes import Change, after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import master_quorum_warnings
-from solver.solve import SolveOptions, solve
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
     from placer.rebalance.redis_roles import RoleMismatch, RoleReading, View
@@ -331,36 +333,61 @@ def command(
     started = command_started()
     if apply_ and file is not None:
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
-    adapter: Any = None
-    if file is not None:
-        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
-    else:
-        policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
-    port = redis_port or policy.redis.port
-    password = (
-        redis_password(policy, password_env, password_file)
-        if apply_ or roles_from == "redis"
-        else None
-    )
-    reading: RoleReading | None = None
-    if roles_from == "redis":
-        snapshot, reading = redis_roles(snapshot, port, password, required=True)
-    before = audit_violations(snapshot, policy)
-    deadline = deadline_of(started, time_limit, policy, snapshot)
-    plan = solve(snapshot, policy, "rebalance", SolveOptions(deadline=deadline))
-    planned = change_list(plan, snapshot)
-    changes = limit_changes(planned, max_failovers, max_moves)
-    after = after_changes(snapshot, policy, plan, changes)
+    with StderrProgress(started) as progress:  # a line on stderr at most 2 s apart
+        progress("reading", None, None)
+        adapter: Any = None
+        if file is not None:
+            policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+        else:
+            policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
+        port = redis_port or policy.redis.port
+        password = (
+            redis_password(policy, password_env, password_file)
+            if apply_ or roles_from == "redis"
+            else None
+        )
+        reading: RoleReading | None = None
+        if roles_from == "redis":
+            snapshot, reading = redis_roles(snapshot, port, password, required=True)
+        progress("auditing", None, None)
+        from solver.repair import Caps  # the solver (OR-tools) loads once the lines run
+        from solver.solve import SolveOptions, solve
+
+        audit_began = time.monotonic()
+        before = audit_violations(snapshot, policy)
+        # After the solve: two audits of what the changes leave, the quorum warnings and the
+        # report; timed by this audit on the machine as loaded as it is now.
+        reserve = max(_report_reserve(snapshot), 3 * (time.monotonic() - audit_began))
+        deadline = deadline_of(started, time_limit, policy, snapshot) - reserve
+        plan = solve(
+            snapshot,
+            policy,
+            "rebalance",
+            SolveOptions(deadline=deadline, progress=progress, caps=Caps(max_moves, max_failovers)),
+        )
+        progress("auditing the changes", None, None)
+        planned = change_list(plan, snapshot)
+        changes = limit_changes(planned, max_failovers, max_moves)
+        after = after_changes(snapshot, policy, plan, changes)
+        left_out = [c for c in planned if c not in changes]
+        whole = after_changes(snapshot, policy, plan, planned) if left_out else after
+        after_rows = _with_reasons(snapshot, plan, after, whole, (max_moves, max_failovers))
     skipped = input_issues(snapshot)
     warnings = master_quorum_warnings(snapshot, policy)
     result: dict[str, Any] = {
         "apply": apply_,
         "roles": _roles_document(roles_from, reading),
         "auditBefore": [v.model_dump(by_alias=True) for v in before],
-        "plan": {"status": plan.status, "objective": plan.objective, "bound": plan.bound},
+        "plan": {
+            "status": plan.status,
+            "engine": plan.engine,
+            "objective": plan.objective,
+            "bound": plan.bound,
+            **({"boundNote": plan.bound_note} if plan.bound_note else {}),
+        },
         "changes": changes,
-        "changesLeftOut": [c for c in planned if c not in changes],
-        "violationsAfterPlan": [v.model_dump(by_alias=True) for v in after],
+        "changesLeftOut": left_out,
+        "violationsAfterPlan": after_rows,
         "skipped": [s.model_dump(by_alias=True) for s in skipped],
         "warnings": warnings,
     }
@@ -415,6 +442,49 @@ def command(
     finish([*skipped, *reading_warnings(reading)], warnings, code)
 
 
+def _report_reserve(snapshot: Snapshot) -> float:
+    """Seconds kept back after the solve for auditing what the changes leave (twice when the
+    caps cut the plan) and the quorum warnings: about 35 microseconds a member, pod and node."""
+    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+    return 0.05 + 3 * 35e-6 * items
+
+
+def _with_reasons(
+    snapshot: Snapshot,
+    plan: Any,
+    after: list[Violation],
+    whole: list[Violation],
+    caps: tuple[int, int | None],
+) -> list[dict[str, Any]]:
+    """The violations the run's changes leave, each hard one with why it stays: the cap (the
+    whole plan removes it), the repair's reason (no room, the rules), or the rules."""
+    shard_of = {m.key: m.shard_key for m in snapshot.members}
+    gone_in_whole = {(v.rule, tuple(v.pods)) for v in after} - {
+        (v.rule, tuple(v.pods)) for v in whole
+    }
+    max_moves, max_failovers = caps
+    limits = f"--max-moves {max_moves}" + (
+        f", --max-failovers {max_failovers}" if max_failovers is not None else ""
+    )
+    rows = []
+    for v in after:
+        row = v.model_dump(by_alias=True)
+        if v.severity == "hard":
+            shards = [shard_of[p] for p in v.pods if p in shard_of]
+            found = next((plan.stay_reasons[s] for s in shards if s in plan.stay_reasons), None)
+            if (v.rule, tuple(v.pods)) in gone_in_whole:
+                row["why"] = f"the cap: {limits}; the plan's changes left for later runs remove it"
+            elif found is not None:
+                row["why"] = found
+            else:
+                row["why"] = (
+                    "the rules: no change found within the time limit removes it without "
+                    "breaking another hard rule"
+                )
+        rows.append(row)
+    return rows
+
+
 def _print_table(
     result: dict[str, Any],
     reading: RoleReading | None,
@@ -458,6 +528,12 @@ def _print_table(
         remain = "remains" if len(remaining_hard) == 1 else "remain"
         click.echo(f"{when}: {_count(len(remaining_hard), 'hard violation')} {remain}{where}")
         click.echo(render.violations_table(remaining_hard))
+        if "actions" not in result:
+            whys = Counter(row["why"] for row in result["violationsAfterPlan"] if row.get("why"))
+            for why, count in whys.most_common(8):
+                click.echo(f"  why ({count}): {why}")
+            if len(whys) > 8:
+                click.echo(f"  ({len(whys) - 8} more reasons: -o json lists each)")
     note = render.input_note(skipped)
     if note:
         click.echo(note)
