@@ -227,3 +227,24 @@ def test_shard_selector_selects_by_pod_name_without_a_shard_label() -> None:
     ]
     own = shard_selector(Policy(), "c", "1", [])
     assert own == {"matchLabels": {"app": "redis", "redis-cluster": "c", "redis-shard": "1"}}
+
+
+def test_the_binder_places_an_ordered_shards_first_member_at_once() -> None:
+    """An OT leader arrives alone (OrderedReady): it is bound in the first step, no window and
+    no whole-shard hold, and the stand-in for its follower is never bound."""
+    from placer.binder.loop import Binder, BinderConfig
+    from placer.kube.fake import FakeKubeAdapter
+
+    policy = profile("ot-operator")
+    sets = shapes.ot_operator("cache", leaders=3)
+    pods = shapes.pods_of(sets)[:1]
+    for pod in pods:
+        pod["spec"]["schedulerName"] = policy.scheduler_name
+    fake = FakeKubeAdapter(
+        nodes=[node(f"n{i}", f"z{i % 3}", f"r{i}") for i in range(6)],
+        pods=pods,
+        statefulsets=sets,
+    )
+    report = Binder(fake, policy, BinderConfig()).step(now=1000.0)
+    assert [d.decision for d in report.decisions] == ["allow"]
+    assert [key for key, _ in fake.binds] == [("default", "cache-leader-0")]

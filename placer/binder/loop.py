@@ -327,7 +327,11 @@ class Binder:
             self._window_opened = now
         remaining = self.policy.permit.batch_window_seconds - (now - self._window_opened)
         keeps_busy = streaming and self.enforcer.backlog_pods == 0
-        if ready_pods < wanted and remaining > 0 and not keeps_busy:
+        # A shard created member by member gets no company by waiting: its next member comes
+        # only once this one runs, so a window would only hold up the whole chain.
+        ordered = {g.shard for g in shard_gangs if g.ordered}
+        only_ordered = all(s in ordered for s in ready)
+        if ready_pods < wanted and remaining > 0 and not keeps_busy and not only_ordered:
             # Collect shards for the window, unless a full batch is there already, or the
             # pipeline is moving and the enforcer is about to run out of work: those shards
             # have waited behind the last batch, and more waiting would leave it idle.
