@@ -203,7 +203,9 @@ def test_a_statefulset_created_after_the_binder_started_sizes_its_shard() -> Non
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
             "metadata": {"name": "late", "namespace": "default", "resourceVersion": "1"},
-            "spec": {"replicas": 3},
+            # Parallel: all three come at once, so the shard is held whole (an OrderedReady
+            # one makes its next pod only once this one runs: placed member by member)
+            "spec": {"replicas": 3, "podManagementPolicy": "Parallel"},
         }
     )
     owner = [{"kind": "StatefulSet", "name": "late", "controller": True}]
