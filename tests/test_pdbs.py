@@ -181,7 +181,7 @@ def fake_cluster(shards: int = 3, owned: bool = False) -> CountingFake:
                     "apiVersion": "apps/v1",
                     "kind": "StatefulSet",
                     "metadata": {"name": name, "namespace": "redis", "uid": f"uid-{name}"},
-                    "spec": {"replicas": 3},
+                    "spec": {"replicas": 3, "podManagementPolicy": "Parallel"},
                 }
             )
     return CountingFake(

@@ -90,13 +90,13 @@ def decide(gang: Gang, policy: PermitPolicy) -> PermitDecision:
             "with room kept for the rest",
         )
     if gang.waited < policy.wait_seconds:
-        left = policy.wait_seconds - gang.waited
+        # Said the same way at every step, so its Event is folded, not repeated.
         return PermitDecision(
             gang.shard,
             "wait",
-            f"waiting for the whole shard: {counts}; held for at most {left:.0f}s more "
-            "(permit.waitSeconds)",
-            recheck_in=left,
+            f"waiting for the whole shard: {counts}; held at most {policy.wait_seconds:g}s "
+            "from its first member's arrival (permit.waitSeconds)",
+            recheck_in=policy.wait_seconds - gang.waited,
         )
     if policy.allow_partial_shards:
         return PermitDecision(
