@@ -28,6 +28,18 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         plane.stop()
 
 
+@pytest.fixture(scope="module")
+def controller_manager(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """kube-controller-manager (StatefulSets, volume binding) for one test module's tests."""
+    if control_plane.controller_manager_binary is None:
+        pytest.skip("kube-controller-manager is not in KUBEBUILDER_ASSETS")
+    control_plane.start_controller_manager()
+    try:
+        yield control_plane
+    finally:
+        control_plane.stop_controller_manager()
+
+
 @pytest.fixture(scope="session")
 def kube_api(control_plane: ControlPlane) -> Iterator[ApiClient]:
     client = control_plane.api_client()

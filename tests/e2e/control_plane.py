@@ -333,7 +333,10 @@ class ControlPlane:
     assets: Path
     workdir: Path
     with_scheduler: bool | None = None  # None: start it when the binary is there
-    with_controller_manager: bool | None = None  # likewise
+    with_controller_manager: bool = False
+    """Off by default: with it, the StatefulSet controller owns every StatefulSet's pods, and
+    tests that make pods by hand beside a StatefulSet (for its size) would see them replaced;
+    the tests that want it start it themselves (``start_controller_manager``)."""
     controllers: tuple[str, ...] = CONTROLLERS
     startup_timeout: float = 120.0
     token: str = field(default_factory=lambda: secrets.token_hex(16))
@@ -445,20 +448,31 @@ class ControlPlane:
             want_scheduler = scheduler_bin.is_file() and os.access(scheduler_bin, os.X_OK)
         if want_scheduler:
             self._start_scheduler(scheduler_bin, env)
-        manager_bin = self.assets / "kube-controller-manager"
-        want_manager = self.with_controller_manager
-        if want_manager is None:
-            want_manager = manager_bin.is_file() and os.access(manager_bin, os.X_OK)
-        if want_manager:
-            self._start_component(
-                "kube-controller-manager",
-                manager_bin,
-                env,
-                [
-                    f"--controllers={','.join(self.controllers)}",
-                    "--use-service-account-credentials=false",
-                ],
-            )
+        if self.with_controller_manager:
+            self.start_controller_manager()
+
+    @property
+    def controller_manager_binary(self) -> Path | None:
+        binary = self.assets / "kube-controller-manager"
+        return binary if binary.is_file() and os.access(binary, os.X_OK) else None
+
+    def start_controller_manager(self) -> None:
+        binary = self.controller_manager_binary
+        assert binary is not None, "no kube-controller-manager in the assets folder"
+        self._start_component(
+            "kube-controller-manager",
+            binary,
+            self._env(),
+            [
+                f"--controllers={','.join(self.controllers)}",
+                "--use-service-account-credentials=false",
+            ],
+        )
+
+    def stop_controller_manager(self) -> None:
+        for process in [p for p in self.processes if p.name == "kube-controller-manager"]:
+            process.stop()
+            self.processes.remove(process)
 
     def _write_kubeconfig(self) -> None:
         assert self.pki is not None
