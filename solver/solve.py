@@ -27,6 +27,7 @@ from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
+from solver.judging import RunningVerdict
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
 from solver.rules import RULES
@@ -58,6 +59,9 @@ class SolveOptions:
     progress: Progress | None = None
     hint: bool = True
     explain: bool = True
+    verdict: RunningVerdict | None = None
+    """The checker's cached verdict on the running placement of this snapshot, kept by a caller
+    that solves batch after batch (the binder): each candidate is then judged on what it changes."""
 
 
 @dataclass
@@ -143,7 +147,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             if m.key not in placement.node:
                 placement.unplaced.setdefault(m.key, "not placed")
         candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
-        candidate.verdict = assess(snapshot, policy, candidate.plan)
+        if options.verdict is not None:
+            candidate.verdict = options.verdict.assess(snapshot, policy, candidate.plan)
+        else:
+            candidate.verdict = assess(snapshot, policy, candidate.plan)
         return candidate
 
     candidates: list[_Candidate] = []
