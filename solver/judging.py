@@ -255,6 +255,12 @@ class RunningVerdict:
         survival = "zone" if rules.survive == "none" else rules.survive
         self._state = _State(rules.survive, survival)
         self._base: dict[str, FinalMember] = {}
+        self._same: dict[str, Any] = {}
+        """Per pod: an assignment object already found to leave it as it runs. The binder's
+        plans share their running members' assignments, so most are recognised by identity."""
+        self._lists: dict[str, list[tuple[str, str, Violation]]] | None = None
+        """The running placement's per-shard violations, each list in the checker's order:
+        (sort key, shard, violation)."""
         self._on_node: dict[str, dict[str, int]] = {}
         """Per node name (in the snapshot or not): shards with members bound to it."""
         self._other: dict[str, tuple[int, int, int]] = {}
@@ -274,6 +280,7 @@ class RunningVerdict:
             shards |= set(self._on_node.get(name, ()))
         self.snapshot = snapshot
         self._order = None
+        self._lists = None
         # Unmanaged load moves with every pod event (a shard left out of planning turns its
         # members into load): the nodes whose load changed are touched too.
         before = self._other
@@ -306,7 +313,10 @@ class RunningVerdict:
                 state.apply(old, -1, touched_nodes, touched_domains)
                 for f in old.finals:
                     self._base.pop(f.key, None)
+                    self._same.pop(f.key, None)
                     self._unbind(f, key)
+        # Only then the new members: a pod that changed shards is in an old and a new one.
+        for key in shards:
             members = grouped.get(key)
             if not members:
                 continue
@@ -411,18 +421,26 @@ class RunningVerdict:
         moves = 0
         unplaced = {u.pod for u in plan.unplaced}
         assigned = {a.pod for a in plan.assignments} if unplaced else set()
+        same = self._same
         for a in plan.assignments:
+            pod = a.pod
+            if same.get(pod) is a and pod not in unplaced:
+                if changed:
+                    changed.pop(pod, None)
+                continue
             if a.action == "move":
                 moves += 1
-            b = base.get(a.pod)
+            b = base.get(pod)
             if b is None:
                 continue
-            node = None if a.pod in unplaced else a.node
+            node = None if pod in unplaced else a.node
             role = _ROLES[a.role]
             current = b.member.pod.node_name
             arrives = node is not None and (a.action in ("place", "move") or node != current)
             if node == b.node and role is b.role and not arrives:
-                changed.pop(a.pod, None)
+                changed.pop(pod, None)
+                if pod not in unplaced:
+                    same[pod] = a
             else:
                 changed[a.pod] = FinalMember(
                     b.member, node, role, a.action, arrives, b.key, b.shard, b.cluster
@@ -432,11 +450,12 @@ class RunningVerdict:
             if b is not None and b.node is not None:
                 changed[key] = b._replace(node=None)
         state = self._state.fork() if changed else self._state
+        touched = {f.shard for f in changed.values()}
         if changed:
             nodes_touched: set[str] = set()
             domains_touched: set[str | None] = set()
             node_by_name = snapshot.node_by_name
-            for shard in {f.shard for f in changed.values()}:
+            for shard in touched:
                 old = state.parts[shard]
                 finals = [changed.get(f.key, f) for f in old.finals]
                 state.apply(old, -1, nodes_touched, domains_touched)
@@ -446,7 +465,7 @@ class RunningVerdict:
             self._domains(state, domains_touched)
         violations = [
             *self._arrivals(snapshot, state, changed),
-            *self._violations(state),
+            *self._violations(state, touched),
         ]
         return Assessment(
             violations=violations,
@@ -482,21 +501,48 @@ class RunningVerdict:
                 capacity.append(v)
         return [*fits, *capacity]
 
-    def _violations(self, state: _State) -> list[Violation]:
-        parts = state.parts
-        out: list[Violation] = []
-        for key in sorted(k for k, p in parts.items() if p.spread):
-            out.extend(parts[key].spread)
+    @staticmethod
+    def _entries(part: _Shard) -> dict[str, list[tuple[str, str, Violation]]]:
+        key = part.key
+        entries = {
+            "spread": [(key, key, v) for v in part.spread],
+            "roles": [(key, key, part.roles)] if part.roles is not None else [],
+        }
+        for level, pairs in part.separation.items():
+            entries[level] = [(replica, key, v) for replica, v in pairs]
+        return entries
+
+    def _violations(self, state: _State, touched: set[str]) -> list[Violation]:
+        """Per-shard violations: the running placement's, with the touched shards' replaced."""
+        if self._lists is None:
+            lists: dict[str, list[tuple[str, str, Violation]]] = {
+                "spread": [],
+                "roles": [],
+                **{level: [] for level in self._severity},
+            }
+            for part in self._state.parts.values():
+                for name, entries in self._entries(part).items():
+                    lists[name].extend(entries)
+            for entries in lists.values():
+                entries.sort(key=lambda e: e[0])
+            self._lists = lists
+        lists = self._lists
+        if touched:
+            lists = {k: [e for e in v if e[1] not in touched] for k, v in lists.items()}
+            for shard in touched:
+                part = state.parts.get(shard)
+                if part is not None:
+                    for name, entries in self._entries(part).items():
+                        lists[name].extend(entries)
+            for entries in lists.values():
+                entries.sort(key=lambda e: e[0])
+        out = [v for _, _, v in lists["spread"]]
         out.extend(state.exclusive[name] for name in sorted(state.exclusive))
-        out.extend(v for v in (parts[k].roles for k in sorted(parts)) if v is not None)
+        out.extend(v for _, _, v in lists["roles"])
         for level in _SEPARATION:
-            if level not in self._severity:
-                continue
-            pairs = [pair for p in parts.values() for pair in p.separation[level]]
-            pairs.sort(key=lambda pair: pair[0])
-            out.extend(v for _, v in pairs)
-        for domain in sorted(state.losses, key=_domain_order):
-            out.append(state.losses[domain][1])
+            if level in self._severity:
+                out.extend(v for _, _, v in lists[level])
+        out.extend(state.losses[d][1] for d in sorted(state.losses, key=_domain_order))
         return out
 
     def _terms(self, state: _State, moves: int, failovers: int) -> dict[str, float]:

@@ -17,7 +17,7 @@ from solver.judging import RunningVerdict
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
 SETTINGS = settings(
-    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 ZONES = ("a", "b", "c", None)
 
