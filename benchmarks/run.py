@@ -1,14 +1,18 @@
 """Benchmark: CP-SAT and the greedy baseline side by side on generated clusters.
 
     python -m benchmarks.run [--sizes small,batch,...] [--survive none,zone] [--time-limit S]
-                             [--workers N] [--cli]
+                             [--workers N] [--cli] [--warm]
 
 Prints one table row per case and solver: nodes, pending pods, wall seconds, status, engine,
 objective, bound, gap, hard violations and unplaced pods (both from the independent checker),
 replicas sharing a zone with their master, moves and failovers. The ``rebalance`` case solves
 in rebalance mode; its greedy row is the running placement left as it is. With ``--cli`` each
 case also runs the real command (``redis-placer plan -f DUMP -o json --mode MODE``) in a child
-process and reports its wall time, from start to printed plan, and its peak memory.
+process and reports its wall time, from start to printed plan, and its peak memory. With
+``--warm`` each case is solved twice more the way the binder solves its next batch, with the
+kept members' assignments already built by the solve before: once judging every candidate in
+full, once with the checker's cached verdict of the running placement (solver/judging.py,
+built beforehand and not timed, as the binder keeps it between batches).
 """
 
 import argparse
@@ -29,6 +33,7 @@ from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
 from solver.check import check_plan, evaluate_objective, final_placement
 from solver.greedy import greedy_plan
+from solver.judging import RunningVerdict
 from solver.placement import clear_caches
 from solver.solve import SolveOptions, solve
 
@@ -116,7 +121,7 @@ def row(
 ) -> list[str]:
     hard = sum(1 for v in check_plan(snapshot, policy, plan) if v.severity == "hard")
     objective = evaluate_objective(snapshot, policy, plan)["total"]
-    ours = solver == "cp-sat"
+    ours = solver.startswith("cp-sat")
     return [
         case.name,
         survive,
@@ -192,6 +197,11 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--cli", action="store_true", help="also time the real command")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="also time the next batch's solve, as the binder runs it",
+    )
     args = parser.parse_args()
     print(" | ".join([*HEADERS, *(["command s", "peak MiB"] if args.cli else [])]))
     print(" | ".join("---" for _ in HEADERS + (["", ""] if args.cli else [])))
@@ -218,6 +228,19 @@ def main() -> None:
                 wall, peak, status = cli_run(document, policy, limit, case.mode)
                 ours += [f"{wall:.2f} ({status})", f"{peak:.0f}"]
             print(" | ".join(ours), flush=True)
+            if args.warm:
+                verdict = RunningVerdict(snapshot, policy)
+                for label, cached in (
+                    ("cp-sat warm", None),
+                    ("cp-sat warm, judging cache", verdict),
+                ):
+                    options = SolveOptions(time_limit=limit, workers=args.workers, verdict=cached)
+                    started = time.monotonic()
+                    plan = solve(snapshot, policy, case.mode, options)
+                    again = row(
+                        case, survive, snapshot, policy, plan, time.monotonic() - started, label
+                    )
+                    print(" | ".join(again + (["", ""] if args.cli else [])), flush=True)
             started = time.monotonic()
             baseline = greedy_plan(snapshot, policy)
             theirs = row(

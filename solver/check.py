@@ -303,14 +303,14 @@ def capacity_violation(node: Node, need: list[int], arriving: list[str]) -> Viol
     """A node receiving members, with ``need`` (cpu, memory, pods) bound there in all."""
     name, room = node.name, node.allocatable
     over = [
-            f"{what} {have} > {limit}"
-            for what, have, limit in (
-                ("cpu(m)", need[0], room.cpu),
-                ("memory(bytes)", need[1], room.memory),
-                ("pods", need[2], room.pods),
-            )
-            if have > limit
-        ]
+        f"{what} {have} > {limit}"
+        for what, have, limit in (
+            ("cpu(m)", need[0], room.cpu),
+            ("memory(bytes)", need[1], room.memory),
+            ("pods", need[2], room.pods),
+        )
+        if have > limit
+    ]
     if not over:
         return None
     return _violation(

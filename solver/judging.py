@@ -61,8 +61,8 @@ class _Shard:
     """Some member runs or is placed: a shard without one is not there to lose."""
     masters_exist: int
     masters_alive: int
-    whole: dict[str, str | None | bool]
-    """Per level: the one domain holding all its alive members, or False when none does."""
+    whole: dict[str, tuple[str | None] | None]
+    """Per level: (the one domain holding all its alive members,), or None when none does."""
 
 
 def _shard(
@@ -76,10 +76,10 @@ def _shard(
         master_node = nodes[master.node]  # type: ignore[index]
         for level in _SEPARATION:
             pairs[level] = shard_pairs(nodes, master, master_node, finals, level)
-    whole: dict[str, str | None | bool] = {}
+    whole: dict[str, tuple[str | None] | None] = {}
     for level in LEVELS:
         held = {node.domain(level) for _, node in alive}
-        whole[level] = next(iter(held)) if len(held) == 1 else False
+        whole[level] = (next(iter(held)),) if len(held) == 1 else None
     exists = [f for f in finals if f.node is not None or not f.member.pod.pending]
     separation = {
         level: [
@@ -219,8 +219,9 @@ class _State:
                 if not shards:
                     del self.here[domain]
         for level in LEVELS:
-            whole = part.whole[level]
-            if whole is not False:
+            one = part.whole[level]
+            if one is not None:
+                (whole,) = one
                 per_level = self.dom_whole[level]
                 held = self._mine(per_level, whole, set)
                 if sign > 0:
@@ -285,7 +286,9 @@ class RunningVerdict:
         # members into load): the nodes whose load changed are touched too.
         before = self._other
         self._other_pods()
-        nodes |= {n for n in before.keys() | self._other.keys() if before.get(n) != self._other.get(n)}
+        nodes |= {
+            n for n in before.keys() | self._other.keys() if before.get(n) != self._other.get(n)
+        }
         self._refresh(snapshot, shards, nodes)
 
     def _other_pods(self) -> None:
@@ -322,14 +325,14 @@ class RunningVerdict:
                 continue
             finals = []
             for m in members:
-                node = m.pod.node_name
+                bound = m.pod.node_name
                 f = FinalMember(
-                    m, node, m.role or Role.REPLICA, "keep", False, m.key, key, m.cluster
+                    m, bound, m.role or Role.REPLICA, "keep", False, m.key, key, m.cluster
                 )
                 finals.append(f)
                 self._base[m.key] = f
-                if node is not None:
-                    on = self._on_node.setdefault(node, {})
+                if bound is not None:
+                    on = self._on_node.setdefault(bound, {})
                     on[key] = on.get(key, 0) + 1
             part = _shard(key, finals, snapshot.node_by_name, self._severity)
             state.apply(part, 1, touched_nodes, touched_domains)
@@ -362,12 +365,14 @@ class RunningVerdict:
                 state.util[name] = 100 * memory // node.allocatable.memory
         state.balance = sum(max(0, len(k) - 1) for k in state.node_masters.values())
 
-    def _loss(self, state: _State, domain: str | None) -> tuple[object, list[str], list[str]]:
+    def _loss(
+        self, state: _State, domain: str | None
+    ) -> tuple[tuple[frozenset[str], tuple[tuple[str, int, int], ...]], list[str], list[str]]:
         """What losing one domain at the survive level takes down: the shards and the
         (cluster, left, total) of clusters short of a majority, and both as a signature."""
         total, alive = state.masters_total, state.masters_alive
         masters_in = state.dom_masters[state.survive].get(domain, {})
-        lost = state.dead | state.dom_whole[state.survive].get(domain, frozenset())
+        lost = state.dead | state.dom_whole[state.survive].get(domain, set())
         clusters = []
         for k, n in total.items():
             left = alive.get(k, 0) - masters_in.get(k, 0)
@@ -401,9 +406,8 @@ class RunningVerdict:
                 for f, _ in members
                 if key in failing or f.cluster in failing_clusters
             )
-            _, numbers = signature  # type: ignore[misc]
             violation = survive_violation(
-                level, domain, pods, sorted(state.dom_nodes[domain]), lost, list(numbers)
+                level, domain, pods, sorted(state.dom_nodes[domain]), lost, list(signature[1])
             )
             state.losses[domain] = (signature, violation)
 
@@ -412,9 +416,7 @@ class RunningVerdict:
     def assess(self, snapshot: Snapshot, policy: Policy, plan: Plan) -> Assessment:
         """``check.assess(snapshot, policy, plan)``, from the cache when it holds this snapshot
         and policy (otherwise the full judgement)."""
-        if snapshot is not self.snapshot or (
-            policy is not self.policy and policy != self.policy
-        ):
+        if snapshot is not self.snapshot or (policy is not self.policy and policy != self.policy):
             return assess(snapshot, policy, plan)
         base = self._base
         changed: dict[str, FinalMember] = {}
@@ -489,8 +491,9 @@ class RunningVerdict:
         fits = [v for v in (fit_violation(f, nodes) for f in arriving) if v is not None]
         on: dict[str, list[str]] = {}
         for f in arriving:
-            if f.node in nodes:
-                on.setdefault(f.node, []).append(f.key)  # type: ignore[arg-type]
+            name = f.node
+            if name is not None and name in nodes:
+                on.setdefault(name, []).append(f.key)
         capacity = []
         for name in sorted(on):
             members = state.node_used.get(name, (0, 0, 0))
@@ -530,9 +533,9 @@ class RunningVerdict:
         if touched:
             lists = {k: [e for e in v if e[1] not in touched] for k, v in lists.items()}
             for shard in touched:
-                part = state.parts.get(shard)
-                if part is not None:
-                    for name, entries in self._entries(part).items():
+                now = state.parts.get(shard)
+                if now is not None:
+                    for name, entries in self._entries(now).items():
                         lists[name].extend(entries)
             for entries in lists.values():
                 entries.sort(key=lambda e: e[0])
@@ -550,7 +553,9 @@ class RunningVerdict:
         terms: dict[str, float] = {}
         for level in _SEPARATION:
             preferred = rules.replica_separation.strength(level) == "preferred"
-            terms[level] = float(weights.separation(level) * state.pairs[level]) if preferred else 0.0
+            terms[level] = (
+                float(weights.separation(level) * state.pairs[level]) if preferred else 0.0
+            )
         worst: dict[str, int] = {}
         for counts in state.dom_masters[state.survival_level].values():
             for cluster, n in counts.items():

@@ -3,6 +3,7 @@ sequences of plans, node changes, pod deletions and additions, ``RunningVerdict`
 each change touched) and ``check.assess`` agree on violations, objective terms and worst domain
 losses."""
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +21,11 @@ SETTINGS = settings(
     max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 ZONES = ("a", "b", "c", None)
+Draw = Callable[..., Any]
+"""``st.composite``'s draw or ``st.data().draw``."""
 
 
-def _node(draw: st.DrawFn, name: str) -> dict[str, Any]:
+def _node(draw: Draw, name: str) -> dict[str, Any]:
     zone = draw(st.sampled_from(ZONES))
     return node(
         name,
@@ -36,7 +39,7 @@ def _node(draw: st.DrawFn, name: str) -> dict[str, Any]:
     )
 
 
-def _redis(draw: st.DrawFn, name: str, shard: int, nodes: list[str]) -> dict[str, Any]:
+def _redis(draw: Draw, name: str, shard: int, nodes: list[str]) -> dict[str, Any]:
     where = draw(st.sampled_from([None, *nodes, "gone"]))
     role = draw(st.sampled_from(["master", "replica", None])) if where else None
     return redis_pod(
@@ -68,7 +71,7 @@ def _shard_of(snap: Snapshot, pod_key: str) -> set[str]:
     return {m.shard_key for m in (*snap.members, *snap.skipped_members) if m.key == pod_key}
 
 
-def _plan(draw: st.DrawFn, snap: Snapshot) -> Plan:
+def _plan(draw: Draw, snap: Snapshot) -> Plan:
     names = [n.name for n in snap.nodes]
     members: list[Member] = list(snap.members)
     assignments = []
@@ -152,8 +155,14 @@ def test_a_verdict_on_another_snapshot_is_the_full_one() -> None:
     policy = Policy()
     nodes = [node("n0", "a", "r0"), node("n1", "b", "r1")]
     first = snapshot(nodes, [redis_pod("p0", "c", 0, "master", node="n0")], policy)
-    other = snapshot(nodes, [redis_pod("p0", "c", 0, "master", node="n0"),
-                             redis_pod("p1", "c", 0, "replica", node="n0")], policy)
+    other = snapshot(
+        nodes,
+        [
+            redis_pod("p0", "c", 0, "master", node="n0"),
+            redis_pod("p1", "c", 0, "replica", node="n0"),
+        ],
+        policy,
+    )
     verdict = RunningVerdict(first, policy)
     judged = verdict.assess(other, policy, Plan(status="FEASIBLE"))
     assert judged == assess(other, policy, Plan(status="FEASIBLE"))
