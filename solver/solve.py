@@ -28,6 +28,8 @@ from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_c
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.judging import RunningVerdict
+from solver.levels.shapes import Standing
+from solver.levels.standing import StandingCache
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
 from solver.rules import RULES
@@ -62,6 +64,8 @@ class SolveOptions:
     verdict: RunningVerdict | None = None
     """The checker's cached verdict on the running placement of this snapshot, kept by a caller
     that solves batch after batch (the binder): each candidate is then judged on what it changes."""
+    standing: StandingCache | None = None
+    """The running cluster's totals for the levels, kept the same way (solver/warm.py)."""
 
 
 @dataclass
@@ -162,7 +166,13 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             snapshot,
             policy,
             None,
-            LevelsOptions(work_until, workers, seed, _level_progress(report)),
+            LevelsOptions(
+                work_until,
+                workers,
+                seed,
+                _level_progress(report),
+                standing=_standing(snapshot, options),
+            ),
         )
         unplaceable = levels.unplaceable
         bounds = _level_bounds(snapshot, levels)
@@ -185,7 +195,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     snapshot,
                     policy,
                     first.placement,
-                    LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
+                    LevelsOptions(
+                        work_until,
+                        workers,
+                        seed,
+                        _level_progress(report),
+                        relaxed,
+                        _standing(snapshot, options),
+                    ),
                 )
                 degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
                 candidates.append(judge(degraded))
@@ -251,6 +268,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     )
     report("done", objective, bound)
     return plan
+
+
+def _standing(snapshot: Snapshot, options: SolveOptions) -> Standing | None:
+    return options.standing.standing(snapshot) if options.standing is not None else None
 
 
 def _order(c: _Candidate) -> tuple[int, int, float, bool, bool]:

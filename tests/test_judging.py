@@ -10,11 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.cluster import Member
+from models.kube_objects import ParseCache, build_snapshot
 from models.plan import Assignment, Plan, Unplaced
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import assess
 from solver.judging import RunningVerdict
+from solver.levels.shapes import build_shapes
+from solver.levels.standing import StandingCache
+from solver.warm import Warm, changes
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
 SETTINGS = settings(
@@ -93,6 +97,15 @@ def _plan(draw: Draw, snap: Snapshot) -> Plan:
     return Plan(status="FEASIBLE", assignments=assignments, unplaced=unplaced)
 
 
+def _same_standing(cache: StandingCache, snap: Snapshot) -> None:
+    kept, walked = cache.standing(snap), build_shapes(snap, partial=False).standing
+    assert kept is not None
+    assert kept.used == walked.used
+    assert kept.masters_on == walked.masters_on
+    assert kept.masters == walked.masters
+    assert kept.pairs == walked.pairs
+
+
 def _agree(verdict: RunningVerdict, snap: Snapshot, policy: Policy, plan: Plan) -> None:
     full = assess(snap, policy, plan)
     incremental = verdict.assess(snap, policy, plan)
@@ -114,7 +127,11 @@ def test_incremental_verdict_is_the_full_one(policy: Policy, data: st.DataObject
         pods["web"] = other_pod("web", draw(st.sampled_from(list(nodes))), "1", "1Gi")
     snap = snapshot(nodes.values(), pods.values(), policy)
     verdict = RunningVerdict(snap, policy)
+    standing = StandingCache(snap)
+    warm = Warm(policy)
+    warm.prepare(snap, policy)
     _agree(verdict, snap, policy, Plan(status="FEASIBLE"))
+    _same_standing(standing, snap)
     for step in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["plan", "node", "drop node", "delete", "add", "bind"]))
         touched_nodes: set[str] = set()
@@ -147,8 +164,15 @@ def test_incremental_verdict_is_the_full_one(policy: Policy, data: st.DataObject
             shards = {s for k in pod_keys for s in _shard_of(snap, k) | _shard_of(new, k)}
             snap = new
             verdict.update(snap, nodes=touched_nodes - {""}, shards=shards)
+            standing.update(snap, nodes=touched_nodes - {""}, shards=shards)
+            warm.prepare(snap, policy)
             _agree(verdict, snap, policy, Plan(status="FEASIBLE"))
-        _agree(verdict, snap, policy, _plan(draw, snap))
+            _same_standing(standing, snap)
+        plan = _plan(draw, snap)
+        _agree(verdict, snap, policy, plan)
+        assert warm.verdict is not None and warm.standing is not None
+        _agree(warm.verdict, snap, policy, plan)
+        _same_standing(warm.standing, snap)
 
 
 def test_a_verdict_on_another_snapshot_is_the_full_one() -> None:
@@ -167,3 +191,31 @@ def test_a_verdict_on_another_snapshot_is_the_full_one() -> None:
     judged = verdict.assess(other, policy, Plan(status="FEASIBLE"))
     assert judged == assess(other, policy, Plan(status="FEASIBLE"))
     assert any(v.rule == "shard-spread" for v in judged.violations)
+
+
+def test_changes_are_the_objects_rebuilt() -> None:
+    """Snapshots that share parsed objects differ exactly where a pod or node was replaced."""
+    policy = Policy()
+    nodes = [node(f"n{i}", "ab"[i % 2], f"r{i}") for i in range(4)]
+    pods = [
+        redis_pod(f"p{s}-{r}", "c", s, None, node=f"n{(s + r) % 4}")
+        for s in range(3)
+        for r in range(2)
+    ]
+    for version, obj in enumerate([*nodes, *pods], start=1):
+        obj["metadata"]["resourceVersion"] = str(version)
+    cache = ParseCache()
+    first = build_snapshot([*nodes, *pods], policy, cache)
+    again = build_snapshot([*nodes, *pods], policy, cache)
+    assert changes(first, again) == (set(), set())
+    moved = redis_pod("p1-0", "c", 1, None, node="n3")
+    moved["metadata"]["resourceVersion"] = "100"
+    relabelled = node("n0", "b", "r0")
+    relabelled["metadata"]["resourceVersion"] = "101"
+    objects = [
+        relabelled,
+        *nodes[1:],
+        *[moved if p["metadata"]["name"] == "p1-0" else p for p in pods],
+    ]
+    later = build_snapshot(objects, policy, cache)
+    assert changes(again, later) == ({"n0", "n1", "n3"}, {"default/c/1"})
