@@ -11,8 +11,9 @@ case also runs the real command (``redis-placer plan -f DUMP -o json --mode MODE
 process and reports its wall time, from start to printed plan, and its peak memory. With
 ``--warm`` each case is solved twice more the way the binder solves its next batch, with the
 kept members' assignments already built by the solve before: once judging every candidate in
-full, once with the checker's cached verdict of the running placement (solver/judging.py,
-built beforehand and not timed, as the binder keeps it between batches).
+full, once with the binder's warm caches (solver/warm.py: the checker's verdict on the running
+placement and the levels' totals of it, built beforehand and not timed, as the binder keeps them
+between batches).
 """
 
 import argparse
@@ -33,9 +34,9 @@ from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
 from solver.check import check_plan, evaluate_objective, final_placement
 from solver.greedy import greedy_plan
-from solver.judging import RunningVerdict
 from solver.placement import clear_caches
 from solver.solve import SolveOptions, solve
+from solver.warm import Warm
 
 TIGHT = {
     "zone_shares": (0.5, 0.3, 0.2),
@@ -229,12 +230,15 @@ def main() -> None:
                 ours += [f"{wall:.2f} ({status})", f"{peak:.0f}"]
             print(" | ".join(ours), flush=True)
             if args.warm:
-                verdict = RunningVerdict(snapshot, policy)
-                for label, cached in (
-                    ("cp-sat warm", None),
-                    ("cp-sat warm, judging cache", verdict),
-                ):
-                    options = SolveOptions(time_limit=limit, workers=args.workers, verdict=cached)
+                warm = Warm(policy)
+                warm.prepare(snapshot, policy)
+                for label, kept in (("cp-sat warm", None), ("cp-sat warm, caches", warm)):
+                    options = SolveOptions(
+                        time_limit=limit,
+                        workers=args.workers,
+                        verdict=kept.verdict if kept else None,
+                        standing=kept.standing if kept else None,
+                    )
                     started = time.monotonic()
                     plan = solve(snapshot, policy, case.mode, options)
                     again = row(
