@@ -8,6 +8,7 @@ node that did not change (models/kube_objects.ParseCache), so the diff costs a l
 object, and anything rebuilt counts as changed.
 """
 
+import gc
 from dataclasses import dataclass, field
 
 from models.policy import Policy
@@ -59,6 +60,17 @@ class Warm:
     last: Snapshot | None = field(default=None, repr=False)
 
     def prepare(self, snapshot: Snapshot, policy: Policy) -> None:
+        # Tens of thousands of small records on a first build: the cyclic collector would walk
+        # them again and again (the solve pauses it too); reference counting frees them.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._prepare(snapshot, policy)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _prepare(self, snapshot: Snapshot, policy: Policy) -> None:
         if policy != self.policy or self.last is None:
             self.policy = policy
             self.verdict = RunningVerdict(snapshot, policy)
