@@ -245,18 +245,25 @@ def _check_fits(snapshot: Snapshot, finals: list[FinalMember]) -> list[Violation
     for f in finals:
         if not f.arrives or f.node is None:
             continue
-        problems = fit_problems(f.member.pod, nodes.get(f.node), f.node)
-        if problems:
-            violations.append(
-                _violation(
-                    "fits",
-                    "hard",
-                    [f.member.key],
-                    [f.node],
-                    f"{f.member.key} cannot go to {f.node}: {'; '.join(problems)}",
-                )
-            )
+        violation = fit_violation(f, nodes)
+        if violation is not None:
+            violations.append(violation)
     return violations
+
+
+def fit_violation(f: FinalMember, nodes: dict[str, Node]) -> Violation | None:
+    """One arriving member's fit on its node (capacity aside)."""
+    assert f.node is not None
+    problems = fit_problems(f.member.pod, nodes.get(f.node), f.node)
+    if not problems:
+        return None
+    return _violation(
+        "fits",
+        "hard",
+        [f.member.key],
+        [f.node],
+        f"{f.member.key} cannot go to {f.node}: {'; '.join(problems)}",
+    )
 
 
 def _check_capacity(snapshot: Snapshot, finals: list[FinalMember]) -> list[Violation]:
@@ -286,27 +293,29 @@ def _check_capacity(snapshot: Snapshot, finals: list[FinalMember]) -> list[Viola
             total[2] += r.pods
     violations = []
     for name in sorted(arriving):
-        room, need = nodes[name].allocatable, used[name]
-        over = [
-            f"{what} {have} > {limit}"
-            for what, have, limit in (
-                ("cpu(m)", need[0], room.cpu),
-                ("memory(bytes)", need[1], room.memory),
-                ("pods", need[2], room.pods),
-            )
-            if have > limit
-        ]
-        if over:
-            violations.append(
-                _violation(
-                    "fits",
-                    "hard",
-                    sorted(arriving[name]),
-                    [name],
-                    f"node {name} is over capacity: {', '.join(over)}",
-                )
-            )
+        violation = capacity_violation(nodes[name], used[name], arriving[name])
+        if violation is not None:
+            violations.append(violation)
     return violations
+
+
+def capacity_violation(node: Node, need: list[int], arriving: list[str]) -> Violation | None:
+    """A node receiving members, with ``need`` (cpu, memory, pods) bound there in all."""
+    name, room = node.name, node.allocatable
+    over = [
+        f"{what} {have} > {limit}"
+        for what, have, limit in (
+            ("cpu(m)", need[0], room.cpu),
+            ("memory(bytes)", need[1], room.memory),
+            ("pods", need[2], room.pods),
+        )
+        if have > limit
+    ]
+    if not over:
+        return None
+    return _violation(
+        "fits", "hard", sorted(arriving), [name], f"node {name} is over capacity: {', '.join(over)}"
+    )
 
 
 # --------------------------------------------------------------------------- placement rules
@@ -323,24 +332,31 @@ def _violation(
 
 def _check_shard_spread(view: _View) -> list[Violation]:
     """Two members of one shard on one host (Node.host, not the node name)."""
-    groups: dict[tuple[str, str], list[tuple[FinalMember, Node]]] = defaultdict(list)
-    for shard, here in view.shard_alive.items():
-        if len(here) > 1 and len({node.host for _, node in here}) < len(here):
-            for f, node in here:
-                groups[(shard, node.host)].append((f, node))
-    violations = []
-    for shard, host in sorted(k for k, here in groups.items() if len(here) > 1):
-        here = groups[(shard, host)]
-        violations.append(
-            _violation(
-                "shard-spread",
-                "hard",
-                sorted(f.member.key for f, _ in here),
-                sorted({n.name for _, n in here}),
-                f"shard {shard} has {len(here)} members on host {host}",
-            )
+    return [
+        v
+        for shard in sorted(view.shard_alive)
+        for v in shard_spread(shard, view.shard_alive[shard])
+    ]
+
+
+def shard_spread(shard: str, here: list[tuple[FinalMember, Node]]) -> list[Violation]:
+    """One shard's alive members sharing a host, by host name."""
+    if len(here) < 2 or len({node.host for _, node in here}) == len(here):
+        return []
+    groups: dict[str, list[tuple[FinalMember, Node]]] = defaultdict(list)
+    for f, node in here:
+        groups[node.host].append((f, node))
+    return [
+        _violation(
+            "shard-spread",
+            "hard",
+            sorted(f.member.key for f, _ in on_host),
+            sorted({n.name for _, n in on_host}),
+            f"shard {shard} has {len(on_host)} members on host {host}",
         )
-    return violations
+        for host, on_host in sorted(groups.items())
+        if len(on_host) > 1
+    ]
 
 
 def _check_master_exclusivity(policy: Policy, view: _View) -> list[Violation]:
@@ -351,16 +367,21 @@ def _check_master_exclusivity(policy: Policy, view: _View) -> list[Violation]:
         if f.role is Role.MASTER:
             masters[node.name].append(f.member.key)
     return [
-        _violation(
-            "master-exclusivity",
-            "hard",
-            sorted(keys),
-            [name],
-            f"node {name} hosts {len(keys)} masters (at most {limit} allowed)",
-        )
+        exclusivity_violation(name, keys, limit)
         for name, keys in sorted(masters.items())
         if len(keys) > limit
     ]
+
+
+def exclusivity_violation(name: str, keys: list[str], limit: int) -> Violation:
+    """A node hosting more masters (``keys``) than ``limit``."""
+    return _violation(
+        "master-exclusivity",
+        "hard",
+        sorted(keys),
+        [name],
+        f"node {name} hosts {len(keys)} masters (at most {limit} allowed)",
+    )
 
 
 def _shard_master(members: list[FinalMember]) -> FinalMember | None:
@@ -378,22 +399,24 @@ def _by_shard(finals: list[FinalMember]) -> dict[str, list[FinalMember]]:
 
 def _check_shard_roles(view: _View) -> list[Violation]:
     """A shard with placed members needs exactly one master among them."""
-    violations = []
     by_shard = view.by_shard
-    for shard in sorted(by_shard):
-        placed = [f for f in by_shard[shard] if f.node is not None]
-        masters = sum(1 for f in placed if f.role is Role.MASTER)
-        if placed and masters != 1:
-            violations.append(
-                _violation(
-                    "shard-roles",
-                    "hard",
-                    sorted(f.member.key for f in placed),
-                    sorted({f.node for f in placed if f.node is not None}),
-                    f"shard {shard} has {masters} masters among its {len(placed)} placed members",
-                )
-            )
-    return violations
+    checked = (shard_roles(shard, by_shard[shard]) for shard in sorted(by_shard))
+    return [v for v in checked if v is not None]
+
+
+def shard_roles(shard: str, members: list[FinalMember]) -> Violation | None:
+    """One shard's placed members and how many of them are masters (one is right)."""
+    placed = [f for f in members if f.node is not None]
+    masters = sum(1 for f in placed if f.role is Role.MASTER)
+    if not placed or masters == 1:
+        return None
+    return _violation(
+        "shard-roles",
+        "hard",
+        sorted(f.member.key for f in placed),
+        sorted({f.node for f in placed if f.node is not None}),
+        f"shard {shard} has {masters} masters among its {len(placed)} placed members",
+    )
 
 
 def _separation_pairs(
@@ -403,15 +426,28 @@ def _separation_pairs(
     nodes = snapshot.node_by_name
     pairs = []
     for master, master_node, members in masters:
-        master_domain = master_node.domain(level)
-        if master_domain is None:
-            continue  # no zone label: nothing is known to share its zone
-        for f in members:
-            if f.role is not Role.REPLICA or f.node is None:
-                continue
-            node = nodes.get(f.node)
-            if node is not None and node.domain(level) == master_domain:
-                pairs.append((f, master))
+        pairs.extend(shard_pairs(nodes, master, master_node, members, level))
+    return pairs
+
+
+def shard_pairs(
+    nodes: dict[str, Node],
+    master: FinalMember,
+    master_node: Node,
+    members: list[FinalMember],
+    level: Level,
+) -> list[tuple[FinalMember, FinalMember]]:
+    """One shard's (replica, master) pairs sharing a domain at ``level``."""
+    master_domain = master_node.domain(level)
+    if master_domain is None:
+        return []  # no zone label: nothing is known to share its zone
+    pairs = []
+    for f in members:
+        if f.role is not Role.REPLICA or f.node is None:
+            continue
+        node = nodes.get(f.node)
+        if node is not None and node.domain(level) == master_domain:
+            pairs.append((f, master))
     return pairs
 
 
@@ -425,19 +461,28 @@ def _check_replica_separation(policy: Policy, view: _View) -> list[Violation]:
             continue
         severity: Severity = "hard" if strength == "required" else "soft"
         for replica, master in sorted(view.pairs(level), key=lambda p: p[0].member.key):
-            assert replica.node is not None and master.node is not None
-            domain = nodes[replica.node].domain(level)
-            violations.append(
-                _violation(
-                    "replica-separation",
-                    severity,
-                    [replica.member.key, master.member.key],
-                    sorted({replica.node, master.node}),
-                    f"replica {replica.member.key} shares {level} {domain} with its master "
-                    f"{master.member.key} (shard {replica.member.shard_key})",
-                )
-            )
+            violations.append(separation_violation(nodes, level, severity, replica, master))
     return violations
+
+
+def separation_violation(
+    nodes: dict[str, Node],
+    level: Level,
+    severity: Severity,
+    replica: FinalMember,
+    master: FinalMember,
+) -> Violation:
+    """A replica sharing its master's domain at ``level``."""
+    assert replica.node is not None and master.node is not None
+    domain = nodes[replica.node].domain(level)
+    return _violation(
+        "replica-separation",
+        severity,
+        [replica.member.key, master.member.key],
+        sorted({replica.node, master.node}),
+        f"replica {replica.member.key} shares {level} {domain} with its master "
+        f"{master.member.key} (shard {replica.member.shard_key})",
+    )
 
 
 # --------------------------------------------------------------------------- domain failures
@@ -552,26 +597,48 @@ def _check_survive(policy: Policy, view: _View) -> list[Violation]:
             for f, _ in loss.members
             if f.shard in failing_shards or f.cluster in failing_clusters
         )
-        parts = []
-        if loss.shards_lost:
-            parts.append(f"shard(s) {', '.join(loss.shards_lost)} with no member alive")
-        for cluster in loss.clusters_lost:
-            left = loss.masters_alive[cluster] - loss.masters_in[cluster]
-            parts.append(
-                f"cluster {cluster} with {left} of {loss.masters_total[cluster]} masters alive "
-                "(needs a strict majority)"
-            )
+        lost_clusters = [
+            (k, loss.masters_alive[k] - loss.masters_in[k], loss.masters_total[k])
+            for k in loss.clusters_lost
+        ]
         violations.append(
-            _violation(
-                "survive",
-                "hard",
+            survive_violation(
+                level,
+                loss.domain,
                 pods,
                 sorted({n.name for _, n in loss.members}),
-                f"losing {level} {loss.domain if loss.domain is not None else '(no label)'} "
-                f"leaves {'; '.join(parts)}",
+                loss.shards_lost,
+                lost_clusters,
             )
         )
     return violations
+
+
+def survive_violation(
+    level: Level,
+    domain: str | None,
+    pods: list[str],
+    nodes: list[str],
+    shards_lost: list[str],
+    clusters_lost: list[tuple[str, int, int]],
+) -> Violation:
+    """Losing one domain: the shards left with no member alive, and per cluster left short of a
+    master majority its (cluster, masters left alive, masters in all)."""
+    parts = []
+    if shards_lost:
+        parts.append(f"shard(s) {', '.join(shards_lost)} with no member alive")
+    for cluster, left, total in clusters_lost:
+        parts.append(
+            f"cluster {cluster} with {left} of {total} masters alive (needs a strict majority)"
+        )
+    return _violation(
+        "survive",
+        "hard",
+        pods,
+        nodes,
+        f"losing {level} {domain if domain is not None else '(no label)'} "
+        f"leaves {'; '.join(parts)}",
+    )
 
 
 def _worst_domain_loss(view: _View) -> list[DomainLoss]:

@@ -31,6 +31,9 @@ from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
+from solver.judging import RunningVerdict
+from solver.levels.shapes import Standing
+from solver.levels.standing import StandingCache
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
 from solver.repair import Caps, repair
@@ -66,6 +69,11 @@ class SolveOptions:
     caps: Caps | None = None
     """Rebalance: what one run may change (``--max-moves``, ``--max-failovers``); candidates are
     ranked by what their changes leave within these caps. None: the plan as a whole."""
+    verdict: RunningVerdict | None = None
+    """The checker's cached verdict on the running placement of this snapshot, kept by a caller
+    that solves batch after batch (the binder): each candidate is then judged on what it changes."""
+    standing: StandingCache | None = None
+    """The running cluster's totals for the levels, kept the same way (solver/warm.py)."""
 
 
 @dataclass
@@ -155,7 +163,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             if m.key not in placement.node:
                 placement.unplaced.setdefault(m.key, "not placed")
         candidate.plan = to_plan(snapshot, placement, mode, "FEASIBLE")
-        candidate.verdict = assess(snapshot, policy, candidate.plan)
+        if options.verdict is not None:
+            candidate.verdict = options.verdict.assess(snapshot, policy, candidate.plan)
+        else:
+            candidate.verdict = assess(snapshot, policy, candidate.plan)
         if mode == "rebalance" and options.caps is not None:
             caps = options.caps
             planned = change_list(candidate.plan, snapshot)
@@ -177,7 +188,13 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             snapshot,
             policy,
             None,
-            LevelsOptions(work_until, workers, seed, _level_progress(report)),
+            LevelsOptions(
+                work_until,
+                workers,
+                seed,
+                _level_progress(report),
+                standing=_standing(snapshot, options),
+            ),
         )
         unplaceable = levels.unplaceable
         bounds = _level_bounds(snapshot, levels)
@@ -200,7 +217,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     snapshot,
                     policy,
                     first.placement,
-                    LevelsOptions(work_until, workers, seed, _level_progress(report), relaxed),
+                    LevelsOptions(
+                        work_until,
+                        workers,
+                        seed,
+                        _level_progress(report),
+                        relaxed,
+                        _standing(snapshot, options),
+                    ),
                 )
                 degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
                 candidates.append(judge(degraded))
@@ -312,6 +336,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     )
     report("done", objective, bound)
     return plan
+
+
+def _standing(snapshot: Snapshot, options: SolveOptions) -> Standing | None:
+    return options.standing.standing(snapshot) if options.standing is not None else None
 
 
 def _order(c: _Candidate) -> tuple[int, int, float, bool, bool]:

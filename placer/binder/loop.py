@@ -42,6 +42,7 @@ from placer.kube.objects import NODE_NAME_FIELD, gate_names
 from placer.metrics import Metrics
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
+from solver.warm import Warm
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,7 @@ class Binder:
             else None
         )
         self.parse_cache = ParseCache()
+        self.warm = Warm(self.policy)
         self.enforcer = Enforcer(self.config.concurrency)
         self.background = BackgroundWrites(
             adapter,
@@ -500,8 +502,14 @@ class Binder:
     def _solve(self, snapshot: Snapshot) -> Plan:
         if self.config.solver == "greedy":
             return greedy_plan(snapshot, self.policy)
+        # The running placement's verdict and totals stay warm from batch to batch; what the
+        # watch changed since the last batch (by the parse cache's object identity) is redone.
+        self.warm.prepare(snapshot, self.policy)
         options = SolveOptions(
-            time_limit=self.config.time_limit, relative_gap=self.config.relative_gap
+            time_limit=self.config.time_limit,
+            relative_gap=self.config.relative_gap,
+            verdict=self.warm.verdict,
+            standing=self.warm.standing,
         )
         return solve(snapshot, self.policy, "place", options)
 

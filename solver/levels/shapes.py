@@ -90,17 +90,24 @@ def _order(member: Member) -> tuple[int, str]:
     return (0 if member.role is Role.MASTER else 1 if member.role is None else 2, member.key)
 
 
-def build_shapes(snapshot: Snapshot, partial: bool) -> Shapes:
-    """Kinds and shapes of the pending members in place mode: every running member stays."""
+def build_shapes(snapshot: Snapshot, partial: bool, standing: Standing | None = None) -> Shapes:
+    """Kinds and shapes of the pending members in place mode: every running member stays.
+
+    ``standing``, when given, is the snapshot's (solver/levels/standing.py keeps it across
+    solves): only the shards with pending members are walked then."""
     nodes = snapshot.node_by_name
     kind_index: dict[tuple[object, ...], int] = {}
     kinds: list[Kind] = []
-    standing = Standing()
+    walked = Standing() if standing is not None else None
+    standing = standing if standing is not None else Standing()
+    with_pending = {m.shard_key for m in snapshot.pending} if walked is not None else None
     by_shape: dict[tuple[object, ...], Shape] = {}
     shapes: list[Shape] = []
     unplaceable: dict[str, str] = {}
     for shard_key, members in snapshot.shards.items():
-        staying, pending, running_masters = _walk(members, nodes, standing)
+        if with_pending is not None and shard_key not in with_pending:
+            continue
+        staying, pending, running_masters = _walk(members, nodes, walked or standing)
         if not pending:
             continue
         fixed = [Fixed(m, node, role) for m, node, role in staying]

@@ -18,7 +18,7 @@ from solver.levels.model import SolveSettings
 from solver.levels.nodes import Arrival, NodeUse, pack
 from solver.levels.racks import solve_racks
 from solver.levels.rooms import MEMORY, Rooms, build_rooms
-from solver.levels.shapes import PendingShard, Shapes, build_shapes
+from solver.levels.shapes import PendingShard, Shapes, Standing, build_shapes
 from solver.levels.spec import LevelSolution
 from solver.levels.zones import solve_zones, zone_children
 from solver.placement import Placement
@@ -35,6 +35,8 @@ class LevelsOptions:
     progress: Progress | None = None
     relaxed: frozenset[str] = frozenset()
     """Required separation levels turned into heavy penalties (relaxWhenInfeasible)."""
+    standing: Standing | None = None
+    """What stays where it runs, when a caller keeps it (solver/levels/standing.py)."""
 
 
 @dataclass
@@ -68,7 +70,7 @@ def place_by_levels(
 ) -> LevelsResult:
     started = time.monotonic()
     seconds: dict[str, float] = {}
-    shapes = build_shapes(snapshot, policy.permit.allow_partial_shards)
+    shapes = build_shapes(snapshot, policy.permit.allow_partial_shards, options.standing)
     standing = shapes.standing
     rooms = build_rooms(snapshot, policy, standing.used, standing.masters_on, shapes.kinds)
     strengths = strengths_of(policy)

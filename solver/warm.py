@@ -1,0 +1,83 @@
+"""What a caller that solves batch after batch keeps warm between them: the checker's verdict on
+the running placement (solver/judging.py) and the levels' totals of it (solver/levels/standing.py).
+
+Both are invalidated by what touched them since the last batch: nodes added, changed or gone,
+and pods added, changed or gone (their shard and their node). ``changes`` reads that off two
+snapshots by object identity: the binder's snapshots reuse the parsed objects of every pod and
+node that did not change (models/kube_objects.ParseCache), so the diff costs a lookup per
+object, and anything rebuilt counts as changed.
+"""
+
+import gc
+from dataclasses import dataclass, field
+
+from models.policy import Policy
+from models.snapshot import Snapshot
+from solver.judging import RunningVerdict
+from solver.levels.standing import StandingCache
+
+
+def changes(old: Snapshot, new: Snapshot) -> tuple[set[str], set[str]]:
+    """(node names, shard keys) that differ between the two snapshots."""
+    nodes: set[str] = set()
+    shards: set[str] = set()
+    before, after = old.node_by_name, new.node_by_name
+    for name in before.keys() | after.keys():
+        if before.get(name) is not after.get(name):
+            nodes.add(name)
+    was = {m.key: m for m in (*old.members, *old.skipped_members)}
+    for m in (*new.members, *new.skipped_members):
+        prior = was.pop(m.key, None)
+        if prior is m:
+            continue
+        shards.add(m.shard_key)
+        if m.pod.node_name:
+            nodes.add(m.pod.node_name)
+        if prior is not None:
+            shards.add(prior.shard_key)
+            if prior.pod.node_name:
+                nodes.add(prior.pod.node_name)
+    for prior in was.values():  # gone
+        shards.add(prior.shard_key)
+        if prior.pod.node_name:
+            nodes.add(prior.pod.node_name)
+    other = {p.key: p for p in old.other_pods}
+    for pod in new.other_pods:
+        earlier = other.pop(pod.key, None)
+        if earlier is not pod:
+            nodes.update(n for n in (pod.node_name, earlier.node_name if earlier else None) if n)
+    nodes.update(p.node_name for p in other.values() if p.node_name)
+    return nodes, shards
+
+
+@dataclass
+class Warm:
+    """The caches, for one policy; ``prepare`` brings them to a new snapshot."""
+
+    policy: Policy
+    verdict: RunningVerdict | None = None
+    standing: StandingCache | None = None
+    last: Snapshot | None = field(default=None, repr=False)
+
+    def prepare(self, snapshot: Snapshot, policy: Policy) -> None:
+        # Tens of thousands of small records on a first build: the cyclic collector would walk
+        # them again and again (the solve pauses it too); reference counting frees them.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._prepare(snapshot, policy)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _prepare(self, snapshot: Snapshot, policy: Policy) -> None:
+        if policy != self.policy or self.last is None:
+            self.policy = policy
+            self.verdict = RunningVerdict(snapshot, policy)
+            self.standing = StandingCache(snapshot)
+        elif snapshot is not self.last:
+            nodes, shards = changes(self.last, snapshot)
+            assert self.verdict is not None and self.standing is not None
+            self.verdict.update(snapshot, nodes, shards)
+            self.standing.update(snapshot, nodes, shards)
+        self.last = snapshot
