@@ -86,7 +86,10 @@ def _nested_too_deeply(text: str) -> bool:
         return _deeper_than_max(text, _Loader)
     except yaml.YAMLError:
         # Some libyaml builds refuse deep flow nesting themselves, in words of their own, before
-        # the events reach our limit; the pure-Python parser streams every event and settles it.
+        # the events reach our limit. Brackets open past the limit say it at once; otherwise
+        # the pure-Python parser streams every event and settles it.
+        if _flow_depth(text) > MAX_DEPTH:
+            return True
         try:
             return _deeper_than_max(text, yaml.SafeLoader)
         except yaml.YAMLError:
@@ -106,17 +109,19 @@ def _deeper_than_max(text: str, loader: Any) -> bool:
 
 
 def _maybe_deep(text: str) -> bool:
-    if _DEEP_LINE.search(text):
-        return True
-    balance = 0
+    return bool(_DEEP_LINE.search(text)) or _flow_depth(text) > MAX_DEPTH // 2
+
+
+def _flow_depth(text: str) -> int:
+    """The most flow brackets open at once, quotes not told apart: at least the flow depth."""
+    balance = deepest = 0
     for bracket in _FLOW.finditer(text):
         if bracket.group() in "[{":
             balance += 1
-            if balance > MAX_DEPTH // 2:
-                return True
+            deepest = max(deepest, balance)
         elif balance:
             balance -= 1
-    return False
+    return deepest
 
 
 def flatten(docs: Iterable[Any], source: str = "input") -> list[dict[str, Any]]:
