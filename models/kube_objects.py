@@ -27,6 +27,8 @@ from models.policy import Policy
 from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
 from models.resources import Resources
 from models.snapshot import Issue, Snapshot
+from models.volumes import KINDS as VOLUME_KINDS
+from models.volumes import VolumeObjects, claim_names
 
 SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
 ROLE_ANNOTATION = "redis-placer.io/role"
@@ -339,6 +341,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         pod_ip=status.get("podIP"),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        claims=claim_names(spec, str(meta["name"])),
     )
 
 
@@ -510,6 +513,7 @@ def build_snapshot(
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     statefulset_replicas: dict[tuple[str, str], int] = {}
+    volumes = VolumeObjects()
     for position, obj in enumerate(objects, 1):
         kind = obj.get("kind")
         if not kind:
@@ -541,7 +545,10 @@ def build_snapshot(
                 statefulset_replicas[
                     (str(meta.get("namespace") or "default"), str(meta.get("name")))
                 ] = replicas
+        elif kind in VOLUME_KINDS:
+            volumes.add(obj)
 
+    volumes.attach(pods, issues)
     _report_missing_domains(nodes, policy, issues)
     members: list[Member] = []
     size_source: dict[str, str] = {}
@@ -632,6 +639,7 @@ def build_snapshot(
         other_pods=tuple(sorted(others, key=lambda p: p.key)),
         issues=tuple(issues),
         skipped_members=tuple(sorted(skipped, key=lambda m: m.key)),
+        free_volumes=volumes.free_volumes(),
     )
 
 

@@ -69,6 +69,7 @@ class FakeKubeAdapter:
         pods: list[dict[str, Any]] | None = None,
         evict_blocked: Callable[[dict[str, Any]], str | None] | None = None,
         statefulsets: list[dict[str, Any]] | None = None,
+        volume_objects: list[dict[str, Any]] | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self._version = itertools.count(1)
@@ -77,6 +78,8 @@ class FakeKubeAdapter:
         self.configmaps: dict[Key, dict[str, str]] = {}
         self.pdbs: dict[Key, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
+        self.volume_objects: list[dict[str, Any]] = list(volume_objects or [])
+        """PersistentVolumes, PersistentVolumeClaims and StorageClasses, each with its kind."""
         self.events: list[dict[str, Any]] = []
         self.evicted: list[Key] = []
         self.binds: list[tuple[Key, str]] = []
@@ -226,6 +229,10 @@ class FakeKubeAdapter:
                 continue
             if _selector_matches(meta.get("labels") or {}, label_selector):
                 yield event
+
+    def list_volume_objects(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self.volume_objects)
 
     def list_statefulsets(
         self, namespace: str | None = None, label_selector: str | None = None
