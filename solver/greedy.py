@@ -22,6 +22,7 @@ from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.placement import Placement, to_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.volumes import VolumeSlots
 
 NO_NODE = "greedy: no node passes the filter"
 
@@ -71,6 +72,7 @@ class _Cluster:
             if pod.node_name in nodes:
                 _add(used, pod.node_name, pod.requests)
         placing = {m.shard_key for m in snapshot.members if m.pod.node_name is None}
+        self.volumes = VolumeSlots(snapshot)
         for m in snapshot.members:
             name = m.pod.node_name or start.node.get(m.key)
             node = nodes.get(name or "")
@@ -78,6 +80,8 @@ class _Cluster:
                 continue
             role = start.role.get(m.key) if m.pod.pending else m.role
             _add(used, node.name, m.pod.requests)
+            if m.pod.pending:
+                self.volumes.take(node.name, m.pod)
             self._count(m, node, role or Role.REPLICA, placing)
         self.free = _Room(nodes, used)
         # Per zone and per rack, nodes by free memory: every node for replicas, and for masters
@@ -153,15 +157,19 @@ class _Cluster:
             return False
         if role is Role.MASTER and self.masters[node.name] >= self.cap:
             return False
+        if self.volumes.active and not self.volumes.room(node.name, member.pod):
+            return False
         return blocking_reason(member.pod, node) is None
 
     def take(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] - member.pod.requests
+        self.volumes.take(node.name, member.pod)
         self._count(member, node, role, {member.shard_key})
         self._reheap(node)
 
     def release(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] + member.pod.requests
+        self.volumes.release(node.name, member.pod)
         self._count(member, node, role, {member.shard_key}, sign=-1)
         self._reheap(node)
 
