@@ -91,6 +91,7 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
     "create_pdb": (Permission("policy", "poddisruptionbudgets", "create"),),
     "delete_pdb": (Permission("policy", "poddisruptionbudgets", "delete"),),
+    "delete_pod": (Permission("", "pods", "delete"),),
     "leader_election": (
         Permission("coordination.k8s.io", "leases", "get"),
         Permission("coordination.k8s.io", "leases", "create"),
@@ -139,6 +140,9 @@ FLAG_CALLS: dict[tuple[str, str], dict[str, Literal["cluster", "namespace"]]] = 
         "list_pdbs": "cluster",
         "create_pdb": "cluster",
         "delete_pdb": "cluster",
+    },
+    ("binder", "--recreate-refused"): {
+        "delete_pod": "cluster",  # a never-started pod whose pin kube-scheduler refused
     },
 }
 
@@ -343,6 +347,14 @@ class KubeAdapter(Protocol):
     ) -> Literal["created", "exists"]: ...
 
     def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool: ...
 
 
 def _with_kind(item: dict[str, Any], kind: str, api_version: str = "v1") -> dict[str, Any]:
@@ -906,6 +918,40 @@ class KubernetesAdapter:
             )
         except ApiException as exc:
             if exc.status in (404, 409):  # gone, or replaced by a namesake (uid precondition)
+                return False
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return True
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """Delete the pod only as it was (uid, resourceVersion): a pending pod whose pin
+        kube-scheduler refused, for its controller to recreate. False when it changed or went."""
+        action = f"delete pod {namespace}/{name}"
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        try:
+            _read(
+                self.core.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    body=body,  # type: ignore[arg-type]
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or changed since (a precondition failed)
                 return False
             raise KubeApiError(action, *_failure(exc)) from exc
         except Exception as exc:

@@ -158,12 +158,13 @@ def required_terms(pod: Mapping[str, Any]) -> Any:
 
 
 def scheduled_events(events: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """The binder's Scheduled events by pod name (kube-scheduler's own are left out)."""
+    """The binder's Scheduled (bind mode) or Pinned (gate mode) events by pod name
+    (kube-scheduler's own are left out)."""
     by_pod: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for event in events:
         if (event.get("source") or {}).get("component") != DEFAULT_COMPONENT:
             continue
-        if event.get("reason") == "Scheduled":
+        if event.get("reason") in ("Scheduled", "Pinned"):  # bind mode, gate mode
             by_pod[event["involvedObject"]["name"]].append(event)
     return dict(by_pod)
 
