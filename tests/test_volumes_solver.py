@@ -201,3 +201,36 @@ def test_the_checker_matches_claims_to_pvs_exactly() -> None:
     assert [v for v in check_plan(snap, policy, fine) if v.rule == "fits"] == []
     clash = plan_for(snap, {"redis-0-0": "n0", "redis-1-0": "n0", "redis-2-0": None})
     assert [v.nodes for v in check_plan(snap, policy, clash) if v.rule == "fits"] == [["n0"]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+def test_no_encoding_ever_breaks_a_volume_rule_the_checker_knows(encoding: str, seed: int) -> None:
+    """Random clusters: PVs on a random subset of nodes (some nodes two), some claims bound; the
+    checker finds no ``fits`` violation in any encoding's placement, and what is placed sits on
+    a node holding its PV."""
+    import random
+
+    rng = random.Random(seed)
+    count = rng.randint(4, 9)
+    extra: list[Any] = []
+    holders = rng.sample(range(count), rng.randint(1, count))
+    for i in holders:
+        for k in range(rng.choice((1, 1, 2))):
+            extra.append(local_pv(f"pv-n{i}-{k}", node=f"n{i}"))
+    bound_to = rng.choice(holders)
+    extra.append(local_pv("pv-bound", node=f"n{bound_to}", claim="default/data-redis-0-0"))
+    extra.append(claim("data-redis-0-0", volume="pv-bound"))
+    for s in range(rng.randint(1, 4)):
+        for r in range(2):
+            name = f"redis-{s}-{r}"
+            if name != "redis-0-0":
+                extra.append(claim(f"data-{name}"))
+            extra.append(redis_pod(name, "redis", s, None, **mounts(f"data-{name}")))
+    snap = _cluster(count, [], shards=0, extra=extra)
+    policy = Policy.model_validate({"rules": {"maxMastersPerNode": 2}})
+    placement = ENCODINGS[encoding](snap, policy)
+    plan = to_plan(snap, placement, "place", "FEASIBLE")
+    assert [v.message for v in check_plan(snap, policy, plan) if v.rule == "fits"] == []
+    if "default/redis-0-0" in placement.node:
+        assert placement.node["default/redis-0-0"] == f"n{bound_to}"
