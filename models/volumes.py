@@ -219,13 +219,13 @@ class VolumeObjects:
         self.classes: dict[str, StorageClass] = {}
         self.claims: dict[str, Claim] = {}
         self.volumes: dict[str, Volume] = {}
-        self.seen = False
-        """Whether the input held any of the three kinds at all."""
+        self._free: tuple[FreeVolume, ...] | None = None
+        self._matching: dict[tuple[str, int, tuple[str, ...]], tuple[FreeVolume, ...]] = {}
 
     def add(self, obj: Mapping[str, Any]) -> None:
         """Read one PersistentVolume, PersistentVolumeClaim or StorageClass object."""
         kind = obj.get("kind")
-        self.seen = True
+        self._free = None
         if kind == "StorageClass":
             cls = _checked(parse_storage_class, obj)
             self.classes[cls.name] = cls
@@ -241,7 +241,12 @@ class VolumeObjects:
             self.volumes[volume.name] = volume
 
     def free_volumes(self) -> tuple[FreeVolume, ...]:
-        """Available PVs that no claim holds, by name."""
+        """Available PVs that no claim holds, by name (worked out once)."""
+        if self._free is None:
+            self._free = self._free_volumes()
+        return self._free
+
+    def _free_volumes(self) -> tuple[FreeVolume, ...]:
         return tuple(
             FreeVolume(
                 name=v.name,
@@ -308,13 +313,16 @@ class VolumeObjects:
                 f"(storage class {cls.name}, volumeBindingMode Immediate) is not bound yet",
             )
         if cls.provisioner == NO_PROVISIONER:
-            matching = tuple(
-                v
-                for v in free
-                if v.storage_class == cls.name
-                and v.capacity >= claim.request
-                and set(claim.access_modes) <= set(v.access_modes)
-            )
+            wanted = (cls.name, claim.request, claim.access_modes)
+            matching = self._matching.get(wanted)
+            if matching is None:  # one tuple per kind of claim: pods asking alike share it
+                matching = self._matching[wanted] = tuple(
+                    v
+                    for v in free
+                    if v.storage_class == cls.name
+                    and v.capacity >= claim.request
+                    and set(claim.access_modes) <= set(v.access_modes)
+                )
             return VolumeNeed(
                 claim=claim.key, rule=VolumeRule(kind="local", pool=cls.name, volumes=matching)
             )

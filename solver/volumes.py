@@ -24,9 +24,61 @@ UNLIMITED = 1_000_000
 """How many pods a node could take, as far as volumes go, of pods without a local claim."""
 
 
+HOSTNAME = "kubernetes.io/hostname"
+
+
 def admits(terms: tuple[SelectorTerm, ...], node: Node) -> bool:
     """Node affinity terms (ORed) of a PV or a class's allowed topologies; none: every node."""
     return not terms or any(predicates.term_holds(t, node) for t in terms)
+
+
+def named_hosts(terms: tuple[SelectorTerm, ...]) -> frozenset[str] | None:
+    """The hostnames a local PV's affinity names (``kubernetes.io/hostname In [...]`` terms
+    only), so it is matched to its nodes by lookup; None for any other affinity."""
+    hosts: set[str] = set()
+    for term in terms:
+        exprs = term.match_expressions
+        if term.match_fields or len(exprs) != 1:
+            return None
+        if exprs[0].key != HOSTNAME or exprs[0].operator != "In":
+            return None
+        hosts.update(exprs[0].values)
+    return frozenset(hosts) if terms else None
+
+
+class _LocalIndex:
+    """A local rule's free PVs, split into those found by hostname and the others."""
+
+    def __init__(self, volumes: tuple[FreeVolume, ...]) -> None:
+        self.hosts: set[str] = set()
+        self.others: list[FreeVolume] = []
+        for v in volumes:
+            named = named_hosts(v.terms)
+            if named is None:
+                self.others.append(v)
+            else:
+                self.hosts |= named
+
+    def admits(self, node: Node) -> bool:
+        if node.labels.get(HOSTNAME) in self.hosts:
+            return True
+        return any(admits(v.terms, node) for v in self.others)
+
+
+_INDEXES: dict[int, tuple[object, _LocalIndex]] = {}
+"""By the identity of a rule's volumes tuple (kept alive beside it): every pod of one claim
+size shares it, and a cluster may hold thousands of PVs."""
+
+
+def _local_index(volumes: tuple[FreeVolume, ...]) -> _LocalIndex:
+    cached = _INDEXES.get(id(volumes))
+    if cached is not None and cached[0] is volumes:
+        return cached[1]
+    if len(_INDEXES) > 256:
+        _INDEXES.clear()
+    index = _LocalIndex(volumes)
+    _INDEXES[id(volumes)] = (volumes, index)
+    return index
 
 
 def volume_reason(pod: Pod, node: Node) -> str | None:
@@ -39,7 +91,7 @@ def volume_reason(pod: Pod, node: Node) -> str | None:
             return f"claim {need.claim} is bound to pv {need.volume}, whose node affinity excludes the node"
         if rule.kind == "zonal" and not admits(rule.terms, node):
             return f"claim {need.claim}: storage class allowedTopologies exclude the node"
-        if rule.kind == "local" and not any(admits(v.terms, node) for v in rule.volumes):
+        if rule.kind == "local" and not _local_index(rule.volumes).admits(node):
             return f"claim {need.claim}: no free pv of storage class {rule.pool} that matches it is on the node"
     return None
 
@@ -69,11 +121,21 @@ class VolumeSlots:
         pools = _pools(snapshot) if snapshot is not None else set()
         if snapshot is None or not pools:
             return
-        volumes: list[FreeVolume] = [v for v in snapshot.free_volumes if v.storage_class in pools]
+        by_host: dict[str, list[Node]] = {}
         for node in snapshot.nodes:
-            count = Counter(v.storage_class for v in volumes if admits(v.terms, node))
-            if count:
-                self.free[node.name] = count
+            by_host.setdefault(node.labels.get(HOSTNAME, ""), []).append(node)
+        for v in snapshot.free_volumes:
+            if v.storage_class not in pools:
+                continue
+            named = named_hosts(v.terms)
+            nodes = (
+                snapshot.nodes
+                if named is None
+                else [n for h in sorted(named) for n in by_host.get(h, [])]
+            )
+            for node in nodes:
+                if admits(v.terms, node):
+                    self.free.setdefault(node.name, Counter())[v.storage_class] += 1
         bound = [m.pod for m in snapshot.members if m.pod.node_name] + list(snapshot.other_pods)
         for pod in bound:
             if pod.node_name:
