@@ -480,7 +480,7 @@ class ParseCache:
     def member(
         self, pod: Pod, cluster: str, shard: str, role: Role | None, size: int | None
     ) -> Member:
-        if not pod.resource_version:
+        if not pod.resource_version or pod.volumes:  # volumes change without the pod
             return Member(pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size)
         version = (
             f"{pod.resource_version}@{pod.node_name}" if pod.node_name else pod.resource_version

@@ -186,3 +186,43 @@ def test_refused_nodes_are_forgotten_after_a_while() -> None:
     assert refusals.excluded(("default", "redis-0-0")) == ["n0"]
     now[0] += 3600
     assert refusals.excluded(("default", "redis-0-0")) == []
+
+
+def test_a_pod_held_by_an_immediate_claim_says_why_and_is_placed_once_it_binds(
+    monkeypatch: Any,
+) -> None:
+    import time
+
+    import placer.binder.volumes
+
+    monkeypatch.setattr(placer.binder.volumes, "REFRESH_SECONDS", 0.01)
+    pods = _pods(1)
+    volumes = [
+        storage_class("fast", provisioner="ebs.csi.aws.com", mode="Immediate"),
+        claim("data-redis-0-0", storage_class="fast"),
+        claim("data-redis-0-1", storage_class="fast"),
+    ]
+    fake = FakeKubeAdapter(nodes=_nodes(6), pods=pods, volume_objects=volumes)
+    binder = Binder(fake, Policy(), GATE)
+    report = _batch(binder)
+    assert report.bound == [] and len(report.unplaced) == 2
+    binder.background.flush()
+    held = _events(fake, "FailedScheduling")
+    assert held and all("Immediate" in e["message"] for e in held)
+    # The PV controller binds both claims, to zonal disks of zones z1 and z2; no pod changes.
+    fake.volume_objects = [
+        volumes[0],
+        local_pv("disk-0", zone="z1", storage_class="fast", claim="default/data-redis-0-0"),
+        local_pv("disk-1", zone="z2", storage_class="fast", claim="default/data-redis-0-1"),
+        claim("data-redis-0-0", storage_class="fast", volume="disk-0"),
+        claim("data-redis-0-1", storage_class="fast", volume="disk-1"),
+    ]
+    time.sleep(0.05)
+    later = T0 + 120
+    binder.step(now=later)
+    binder.step(now=later + 1.5)
+    zones = {pinned_node(p) for p in fake.pods.values()}
+    assert None not in zones
+    node_zone = {f"n{i}": f"z{i % 3}" for i in range(6)}
+    pins = {k[1]: node_zone[pinned_node(p) or ""] for k, p in fake.pods.items()}
+    assert pins == {"redis-0-0": "z1", "redis-0-1": "z2"}

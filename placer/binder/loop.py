@@ -36,7 +36,7 @@ from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
 from placer.binder.pdbs import PdbManager
 from placer.binder.permit import PermitDecision, decide, gangs
 from placer.binder.refusals import Refusals
-from placer.binder.volumes import volume_inputs
+from placer.binder.volumes import volume_epoch, volume_inputs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
 from placer.metrics import Metrics
@@ -189,6 +189,7 @@ class Binder:
         )
         self.parse_cache = ParseCache()
         self.refusals = Refusals(adapter, self._event, self.config.recreate_refused, clock)
+        self._lists_volumes = False
         self.enforcer = Enforcer(self.config.concurrency)
         self.background = BackgroundWrites(
             adapter,
@@ -220,7 +221,8 @@ class Binder:
         self._first_seen: dict[PodKey, float] = {}
         self._announced: dict[PodKey, tuple[str, str]] = {}
         self._last_read: (
-            tuple[int, tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]] | None
+            tuple[tuple[int, int], tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]]
+            | None
         ) = None
         self.reads = 0
         self.read_seconds = 0.0
@@ -404,7 +406,7 @@ class Binder:
         Rebuilt only when the cache changed since the last step: a batch window's steps mostly
         look at the same cluster, and 15,000 pods are not re-read to learn nothing.
         """
-        generation = self.cache.generation
+        generation = (self.cache.generation, volume_epoch(self._lists_volumes, time.monotonic()))
         if self._last_read is not None and self._last_read[0] == generation:
             return self._last_read[1]
         started = time.monotonic()
@@ -461,6 +463,7 @@ class Binder:
             statefulsets = self.cache.objects()[2]
         objects.extend(statefulsets)
         volumes, refused = volume_inputs(self.adapter, parsed, self.config.enforce == "bind")
+        self._lists_volumes = bool(volumes)
         if refused:  # bind mode binds no volume: such pods are refused, and left out
             objects = [o for o in objects if o.get("kind") != "Pod" or pod_key_of(o) not in refused]
             unreadable.update({k: why for k, why in refused.items() if ours.pop(k, None)})

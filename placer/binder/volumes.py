@@ -27,6 +27,17 @@ GATE_MODE_HINT = (
 )
 
 
+REFRESH_SECONDS = 5.0
+"""How long a snapshot holding volumes is reused: claims bind and PVs appear without any pod
+changing, and the binder watches pods only."""
+
+
+def volume_epoch(listed: bool, now: float) -> int:
+    """Part of the binder's snapshot key: it turns over every ``REFRESH_SECONDS`` while the
+    last snapshot listed volumes, so a held pod sees its claim bound."""
+    return int(now // REFRESH_SECONDS) if listed else 0
+
+
 def volume_inputs(
     adapter: "KubeAdapter", ours: list[Pod], bind_mode: bool
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
