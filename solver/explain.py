@@ -118,9 +118,14 @@ def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
     hosts = {n.host for n in snapshot.nodes if blocking_reason(probe.pod, n) is None}
     size = len(fixed_hosts) + len(pending)
     if hosts and size > len(hosts | fixed_hosts):  # no host at all: the filter tally says why
+        refused = Counter(
+            r for n in snapshot.nodes if (r := blocking_reason(probe.pod, n)) is not None
+        )
+        others = ", ".join(f"{count} {why}" for why, count in refused.most_common(3))
         return (
             f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
             f"of a shard never share one); {len(hosts | fixed_hosts)} hosts accept its pods"
+            + (f" (the other nodes: {others})" if others else "")
         )
     level = policy.rules.survive
     if level == "none":

@@ -234,3 +234,12 @@ def test_no_encoding_ever_breaks_a_volume_rule_the_checker_knows(encoding: str, 
     assert [v.message for v in check_plan(snap, policy, plan) if v.rule == "fits"] == []
     if "default/redis-0-0" in placement.node:
         assert placement.node["default/redis-0-0"] == f"n{bound_to}"
+
+
+def test_explain_names_the_claim_when_too_few_nodes_hold_pvs_for_a_shard() -> None:
+    snap = _cluster(6, [0, 1], shards=1, size=3)  # three members, two PV nodes
+    plan = solve(snap, Policy(), options=SolveOptions(time_limit=5))
+    assert len(plan.unplaced) == 3
+    for unplaced in plan.unplaced:
+        assert "2 hosts accept" in unplaced.reason
+        assert "4 claim default/data-redis-0-0" in unplaced.reason

@@ -546,3 +546,43 @@ def test_a_pin_kube_scheduler_refuses_is_solved_again_and_runs_elsewhere(
         if e["involvedObject"]["name"] == "redis-shard-0-0"
     ]
     assert "Repinning" in reasons and reasons.count("Pinned") == 2
+
+
+def test_the_api_server_keeps_a_lifted_pin_where_it_is(
+    kube_api: ApiClient, kube_adapter: KubernetesAdapter, namespace: str, run_id: str
+) -> None:
+    """Why a refused pin is not moved in place: once the gate is lifted, the API server
+    refuses any change to the pod's node affinity (422 Invalid)."""
+    from kubernetes.client.exceptions import ApiException
+
+    names = make_nodes(kube_api, run_id, 2)
+    body = pod_body("redis-shard-0-0", 0, run_id, None)
+    body["spec"]["nodeSelector"] = {RUN_LABEL: f"{run_id}-nowhere"}  # kube-scheduler keeps off
+    pod = create(kube_api, namespace, body)
+    version = pod["metadata"]["resourceVersion"]
+    pinned = kube_adapter.pin_and_ungate(
+        namespace, "redis-shard-0-0", names[0], PLACEMENT_GATE, version
+    )
+    assert pinned.ok
+    moved = {
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": [names[1]]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        }
+    }
+    with pytest.raises(ApiException) as refused:
+        CoreV1Api(kube_api).patch_namespaced_pod(
+            "redis-shard-0-0", namespace, moved, _content_type=MERGE, _preload_content=False
+        )
+    assert refused.value.status == 422
