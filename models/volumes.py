@@ -37,6 +37,10 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 """The claim annotation that tells the provisioner or PV controller which node the pod took."""
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+FREE_PHASES = frozenset({"Available"})
+"""PV phases in which a PV bound to no claim can take one, as kube-scheduler reads them: a PV
+just created is Pending until the PV controller marks it Available, and a Released or Failed
+PV takes no new claim."""
 KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim", "StorageClass"})
 
 
@@ -71,7 +75,8 @@ class Volume(Value):
     terms: tuple[SelectorTerm, ...] = ()
     claim: str | None = None
     """``namespace/name`` of the claim it is bound (or pre-bound) to."""
-    phase: str = "Available"
+    phase: str = "Pending"
+    deleting: bool = False
 
 
 def claim_names(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
@@ -208,7 +213,8 @@ def parse_volume(obj: Mapping[str, Any]) -> Volume:
             "spec.nodeAffinity.required.nodeSelectorTerms",
         ),
         claim=f"{ref.get('namespace') or 'default'}/{ref['name']}" if ref.get("name") else None,
-        phase=str((obj.get("status") or {}).get("phase") or "Available"),
+        phase=str((obj.get("status") or {}).get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 
@@ -256,7 +262,7 @@ class VolumeObjects:
                 terms=v.terms,
             )
             for v in sorted(self.volumes.values(), key=lambda v: v.name)
-            if v.claim is None and v.phase == "Available"
+            if v.claim is None and v.phase in FREE_PHASES and not v.deleting
         )
 
     def attach(self, pods: dict[str, Pod], issues: list[Issue]) -> None:

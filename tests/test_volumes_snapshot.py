@@ -107,15 +107,21 @@ def test_a_missing_claim_of_a_pending_pod_is_no_constraint_and_a_warning() -> No
 
 
 def test_free_volumes_are_available_pvs_without_a_claim() -> None:
+    fresh = local_pv("pv-0", node="n1")
+    del fresh["status"]  # just created: no PV controller has marked it Available yet
+    released = local_pv("pv-3", node="n1")
+    released["status"]["phase"] = "Released"
     snap = build_snapshot(
         [
             *NODES,
+            fresh,
             local_pv("pv-1", node="n1"),
             local_pv("pv-2", node="n2", claim="default/c"),
+            released,
         ],
         Policy(),
     )
-    assert [v.name for v in snap.free_volumes] == ["pv-1"]
+    assert [v.name for v in snap.free_volumes] == ["pv-1"]  # kube-scheduler binds no other
 
 
 def test_a_malformed_pv_capacity_names_the_object_and_field() -> None:

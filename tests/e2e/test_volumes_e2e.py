@@ -111,7 +111,12 @@ def make_pv(
         "metadata": {"name": name},
         "spec": spec,
     }
-    json_of(CoreV1Api(api).create_persistent_volume(body, _preload_content=False))  # type: ignore[arg-type]
+    core = CoreV1Api(api)
+    json_of(core.create_persistent_volume(body, _preload_content=False))  # type: ignore[arg-type]
+    phase = "Bound" if claim is not None else "Available"  # as the PV controller marks it
+    core.patch_persistent_volume_status(
+        name, {"status": {"phase": phase}}, _content_type=MERGE, _preload_content=False
+    )
 
 
 def make_claim(
@@ -227,11 +232,19 @@ def wait_for(check: Callable[[], bool], timeout: float) -> bool:
 
 
 def _finish_bindings(api: ApiClient, namespace: str) -> None:
-    """The PV controller's part: a PV whose claimRef kube-scheduler set binds its claim."""
+    """The PV controller's part: a new PV becomes Available, and a PV whose claimRef
+    kube-scheduler set binds its claim."""
     core = CoreV1Api(api)
     claims = claims_of(api, namespace)
     for pv in volumes(api).values():
         ref = pv["spec"].get("claimRef") or {}
+        if not ref and (pv.get("status") or {}).get("phase") == "Pending":  # new: Available
+            core.patch_persistent_volume_status(
+                pv["metadata"]["name"],
+                {"status": {"phase": "Available"}},
+                _content_type=MERGE,
+                _preload_content=False,
+            )
         claim = claims.get(ref.get("name", "")) if ref.get("namespace") == namespace else None
         if claim is None:
             continue
