@@ -403,7 +403,8 @@ def test_gate_mode_pins_and_ungates_the_cluster_soundly(
     assert sorted(scheduled) == sorted(pods)
     for name, events in scheduled.items():
         (event,) = events
-        assert f"Successfully assigned {namespace}/{name} to {pins[name]}:" in event["message"]
+        assert event["reason"] == "Pinned"  # Scheduled is kube-scheduler's, when it binds
+        assert f"Pinned {namespace}/{name} to {pins[name]} as " in event["message"]
     roles = roles_from_events(scheduled)
     labelled = {
         name: pod["metadata"]["labels"].get(POLICY.labels.role) for name, pod in pods.items()
