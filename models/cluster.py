@@ -63,6 +63,16 @@ class VolumeRule(Value):
     reason: str = ""
     """``held``: why the pod cannot be placed."""
 
+    @cached_property
+    def hash_key(self) -> int:
+        """Worked out once: rules group pods, and a local rule lists every matching free PV."""
+        return hash(
+            (self.kind, self.terms, self.pool, self.reason, len(self.volumes), self.volumes[:1])
+        )
+
+    def __hash__(self) -> int:
+        return self.hash_key
+
 
 class VolumeNeed(Value):
     claim: str

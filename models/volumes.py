@@ -226,7 +226,7 @@ class VolumeObjects:
         self.claims: dict[str, Claim] = {}
         self.volumes: dict[str, Volume] = {}
         self._free: tuple[FreeVolume, ...] | None = None
-        self._matching: dict[tuple[str, int, tuple[str, ...]], tuple[FreeVolume, ...]] = {}
+        self._rules: dict[tuple[str, int, tuple[str, ...]], VolumeRule] = {}
 
     def add(self, obj: Mapping[str, Any]) -> None:
         """Read one PersistentVolume, PersistentVolumeClaim or StorageClass object."""
@@ -320,18 +320,19 @@ class VolumeObjects:
             )
         if cls.provisioner == NO_PROVISIONER:
             wanted = (cls.name, claim.request, claim.access_modes)
-            matching = self._matching.get(wanted)
-            if matching is None:  # one tuple per kind of claim: pods asking alike share it
-                matching = self._matching[wanted] = tuple(
+            rule = self._rules.get(wanted)
+            if rule is None:  # one rule per kind of claim: pods asking alike share it
+                matching = tuple(
                     v
                     for v in free
                     if v.storage_class == cls.name
                     and v.capacity >= claim.request
                     and set(claim.access_modes) <= set(v.access_modes)
                 )
-            return VolumeNeed(
-                claim=claim.key, rule=VolumeRule(kind="local", pool=cls.name, volumes=matching)
-            )
+                rule = self._rules[wanted] = VolumeRule(
+                    kind="local", pool=cls.name, volumes=matching
+                )
+            return VolumeNeed.model_construct(claim=claim.key, volume=None, rule=rule)
         return VolumeNeed(claim=claim.key, rule=VolumeRule(kind="zonal", terms=cls.terms))
 
 

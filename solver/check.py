@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from models.cluster import (
+    FreeVolume,
     Member,
     Node,
     Pod,
@@ -37,6 +38,7 @@ SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Taint effects that keep a pod off a node (PreferNoSchedule only discourages)."""
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 # --------------------------------------------------------------------------- final placement
@@ -261,6 +263,32 @@ def terms_match(terms: tuple[SelectorTerm, ...], node: Node) -> bool:
     )
 
 
+_PV_INDEXES: dict[int, tuple[object, dict[str, list[str]], list[FreeVolume]]] = {}
+
+
+def usable_volumes(volumes: tuple[FreeVolume, ...], node: Node) -> list[str]:
+    """Names of the PVs whose node affinity admits the node. PVs pinned by hostname alone are
+    looked up by the node's hostname label; the rest are matched one by one."""
+    cached = _PV_INDEXES.get(id(volumes))
+    if cached is None or cached[0] is not volumes:
+        if len(_PV_INDEXES) > 256:
+            _PV_INDEXES.clear()
+        by_host: dict[str, list[str]] = defaultdict(list)
+        rest: list[FreeVolume] = []
+        for v in volumes:
+            exprs = [r for t in v.terms for r in t.match_expressions]
+            single = len(v.terms) == 1 and not v.terms[0].match_fields and len(exprs) == 1
+            if single and exprs[0].key == HOSTNAME_LABEL and exprs[0].operator == "In":
+                for host in exprs[0].values:
+                    by_host[host].append(v.name)
+            else:
+                rest.append(v)
+        cached = _PV_INDEXES[id(volumes)] = (volumes, dict(by_host), rest)
+    _, by_host_index, others = cached
+    named = by_host_index.get(node.labels.get(HOSTNAME_LABEL, ""), [])
+    return named + [v.name for v in others if terms_match(v.terms, node)]
+
+
 def volume_problems(pod: Pod, node: Node) -> list[str]:
     """Why the pod's claims keep it off the node: a bound claim's PV affinity, a local claim
     without a matching free PV there, a class's allowed topologies, a claim that holds it."""
@@ -273,7 +301,7 @@ def volume_problems(pod: Pod, node: Node) -> list[str]:
             problems.append(f"claim {need.claim}: pv {need.volume} is not reachable from the node")
         elif rule.kind == "zonal" and not terms_match(rule.terms, node):
             problems.append(f"claim {need.claim}: outside its storage class's allowedTopologies")
-        elif rule.kind == "local" and not any(terms_match(v.terms, node) for v in rule.volumes):
+        elif rule.kind == "local" and not usable_volumes(rule.volumes, node):
             problems.append(f"claim {need.claim}: no matching free pv on the node")
     return problems
 
@@ -302,7 +330,7 @@ def _check_volume_matching(snapshot: Snapshot, finals: list[FinalMember]) -> lis
         node = nodes[name]
         for need in pod.volumes:
             if need.rule.kind == "local":
-                usable = [v.name for v in need.rule.volumes if terms_match(v.terms, node)]
+                usable = usable_volumes(need.rule.volumes, node)
                 claims[name].append((need.claim, usable))
                 pods_on[name].append(pod.key)
     violations = []
