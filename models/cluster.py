@@ -2,6 +2,7 @@
 
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
 from models.base import Value
 from models.resources import ZERO, Resources
@@ -36,6 +37,49 @@ class SelectorTerm(Value):
 
     match_expressions: tuple[SelectorRequirement, ...] = ()
     match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+class FreeVolume(Value):
+    """An Available PV bound to no claim: a place where a ``local`` claim may be bound."""
+
+    name: str
+    storage_class: str
+    capacity: int
+    access_modes: tuple[str, ...] = ()
+    terms: tuple[SelectorTerm, ...] = ()
+    """The PV's required node affinity (ORed terms); empty: every node."""
+
+
+class VolumeRule(Value):
+    """What a claim asks of its pod's node, names aside, so that pods asking alike group."""
+
+    kind: Literal["bound", "local", "zonal", "held"]
+    terms: tuple[SelectorTerm, ...] = ()
+    """``bound``: the PV's node affinity; ``zonal``: the class's allowed topologies."""
+    pool: str = ""
+    """``local``: the storage class whose free PVs the claim takes."""
+    volumes: tuple[FreeVolume, ...] = ()
+    """``local``: the free PVs that match the claim."""
+    reason: str = ""
+    """``held``: why the pod cannot be placed."""
+
+    @cached_property
+    def hash_key(self) -> int:
+        """Worked out once: rules group pods, and a local rule lists every matching free PV."""
+        return hash(
+            (self.kind, self.terms, self.pool, self.reason, len(self.volumes), self.volumes[:1])
+        )
+
+    def __hash__(self) -> int:
+        return self.hash_key
+
+
+class VolumeNeed(Value):
+    claim: str
+    """``namespace/name`` of the claim."""
+    volume: str | None = None
+    """The PV it is bound to, when bound."""
+    rule: VolumeRule
 
 
 class Node(Value):
@@ -79,6 +123,10 @@ class Pod(Value):
     pod_ip: str | None = None
     resource_version: str = ""
     deleting: bool = False
+    claims: tuple[str, ...] = ()
+    """Names of the PersistentVolumeClaims it mounts (models/volumes.py)."""
+    volumes: tuple[VolumeNeed, ...] = ()
+    """What those claims ask of its node, once read with the snapshot's PVs and classes."""
 
     @cached_property
     def key(self) -> str:

@@ -32,6 +32,8 @@ from models.policy import Policy
 from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
 from models.resources import Resources
 from models.snapshot import Issue, Snapshot
+from models.volumes import KINDS as VOLUME_KINDS
+from models.volumes import VolumeObjects, claim_names
 
 BATCH_ANNOTATION = "redis-placer.io/batch"
 """Which of the binder's solves placed the pod (the ``batch=`` of its log lines)."""
@@ -337,6 +339,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         pod_ip=status.get("podIP"),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        claims=claim_names(spec, str(meta["name"])),
     )
 
 
@@ -475,7 +478,7 @@ class ParseCache:
         size: int | None,
         ordered: bool = False,
     ) -> Member:
-        if not pod.resource_version:
+        if not pod.resource_version or pod.volumes:  # volumes change without the pod
             return Member(
                 pod=pod, cluster=cluster, shard=shard, role=role, shard_size=size, ordered=ordered
             )
@@ -510,6 +513,7 @@ def build_snapshot(
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     statefulsets: dict[tuple[str, str], StatefulSetFacts] = {}
+    volumes = VolumeObjects()
     for position, obj in enumerate(objects, 1):
         kind = obj.get("kind")
         if not kind:
@@ -537,7 +541,10 @@ def build_snapshot(
         elif kind == "StatefulSet":
             facts = statefulset_facts(obj)
             statefulsets[(facts.namespace, facts.name)] = facts
+        elif kind in VOLUME_KINDS:
+            volumes.add(obj)
 
+    volumes.attach(pods, issues)
     _report_missing_domains(nodes, policy, issues)
     members: list[Member] = []
     size_source: dict[str, str] = {}
@@ -598,6 +605,7 @@ def build_snapshot(
         other_pods=tuple(sorted(others, key=lambda p: p.key)),
         issues=tuple(issues),
         skipped_members=tuple(sorted(skipped, key=lambda m: m.key)),
+        free_volumes=volumes.free_volumes(),
     )
 
 

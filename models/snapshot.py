@@ -5,7 +5,7 @@ from functools import cached_property
 from pydantic import ConfigDict
 
 from models.base import Value
-from models.cluster import Member, Node, Pod
+from models.cluster import FreeVolume, Member, Node, Pod
 
 
 class Issue(Value):
@@ -28,6 +28,8 @@ class Snapshot(Value):
     """Members of shards left out because their roles contradict (two masters, a running pod
     without a role): never planned (their running pods are in ``other_pods`` as load), but
     judged by the audit, which must see a shard running two masters."""
+    free_volumes: tuple[FreeVolume, ...] = ()
+    """Available PVs bound to no claim: where unbound ``local`` claims may be bound."""
 
     @cached_property
     def node_by_name(self) -> dict[str, Node]:

@@ -19,7 +19,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from models.cluster import Member, Node, Pod, Role, SelectorRequirement, Taint, Toleration
+from models.cluster import (
+    FreeVolume,
+    Member,
+    Node,
+    Pod,
+    Role,
+    SelectorRequirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 from models.plan import Assignment, DomainLoss, Plan, Severity, Unplaced, Violation
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
@@ -28,6 +38,7 @@ SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Taint effects that keep a pod off a node (PreferNoSchedule only discourages)."""
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 # --------------------------------------------------------------------------- final placement
@@ -236,7 +247,124 @@ def fit_problems(pod: Pod, node: Node | None, node_name: str) -> list[str]:
         )
     if not affinity_matches(pod, node):
         problems.append("required node affinity not met")
+    problems.extend(volume_problems(pod, node))
     return problems
+
+
+def terms_match(terms: tuple[SelectorTerm, ...], node: Node) -> bool:
+    """A PV's node affinity or a class's allowed topologies: ORed terms, none means any node."""
+    if not terms:
+        return True
+    return any(
+        (term.match_expressions or term.match_fields)
+        and all(expression_matches(r, node.labels) for r in term.match_expressions)
+        and all(field_matches(r, node) for r in term.match_fields)
+        for term in terms
+    )
+
+
+_PV_INDEXES: dict[int, tuple[object, dict[str, list[str]], list[FreeVolume]]] = {}
+
+
+def usable_volumes(volumes: tuple[FreeVolume, ...], node: Node) -> list[str]:
+    """Names of the PVs whose node affinity admits the node. PVs pinned by hostname alone are
+    looked up by the node's hostname label; the rest are matched one by one."""
+    cached = _PV_INDEXES.get(id(volumes))
+    if cached is None or cached[0] is not volumes:
+        if len(_PV_INDEXES) > 256:
+            _PV_INDEXES.clear()
+        by_host: dict[str, list[str]] = defaultdict(list)
+        rest: list[FreeVolume] = []
+        for v in volumes:
+            exprs = [r for t in v.terms for r in t.match_expressions]
+            single = len(v.terms) == 1 and not v.terms[0].match_fields and len(exprs) == 1
+            if single and exprs[0].key == HOSTNAME_LABEL and exprs[0].operator == "In":
+                for host in exprs[0].values:
+                    by_host[host].append(v.name)
+            else:
+                rest.append(v)
+        cached = _PV_INDEXES[id(volumes)] = (volumes, dict(by_host), rest)
+    _, by_host_index, others = cached
+    named = by_host_index.get(node.labels.get(HOSTNAME_LABEL, ""), [])
+    return named + [v.name for v in others if terms_match(v.terms, node)]
+
+
+def volume_problems(pod: Pod, node: Node) -> list[str]:
+    """Why the pod's claims keep it off the node: a bound claim's PV affinity, a local claim
+    without a matching free PV there, a class's allowed topologies, a claim that holds it."""
+    problems = []
+    for need in pod.volumes:
+        rule = need.rule
+        if rule.kind == "held":
+            problems.append(rule.reason)
+        elif rule.kind == "bound" and not terms_match(rule.terms, node):
+            problems.append(f"claim {need.claim}: pv {need.volume} is not reachable from the node")
+        elif rule.kind == "zonal" and not terms_match(rule.terms, node):
+            problems.append(f"claim {need.claim}: outside its storage class's allowedTopologies")
+        elif rule.kind == "local" and not usable_volumes(rule.volumes, node):
+            problems.append(f"claim {need.claim}: no matching free pv on the node")
+    return problems
+
+
+def _check_volume_matching(snapshot: Snapshot, finals: list[FinalMember]) -> list[Violation]:
+    """Each unbound local claim on a node needs its own free PV there: a matching of claims to
+    the node's free PVs, checked exactly (augmenting paths) on every node that receives one."""
+    nodes = snapshot.node_by_name
+    receiving = {
+        f.node
+        for f in finals
+        if f.arrives
+        and f.node in nodes
+        and any(n.rule.kind == "local" for n in f.member.pod.volumes)
+    }
+    if not receiving:
+        return []
+    claims: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
+    pods_on: dict[str, list[str]] = defaultdict(list)
+    on_node = [(f.node, f.member.pod) for f in finals] + [
+        (p.node_name, p) for p in snapshot.other_pods
+    ]
+    for name, pod in on_node:
+        if name not in receiving:
+            continue
+        node = nodes[name]
+        for need in pod.volumes:
+            if need.rule.kind == "local":
+                usable = usable_volumes(need.rule.volumes, node)
+                claims[name].append((need.claim, usable))
+                pods_on[name].append(pod.key)
+    violations = []
+    for name in sorted(receiving):
+        matched = _matching(claims[name])
+        if matched < len(claims[name]):
+            violations.append(
+                _violation(
+                    "fits",
+                    "hard",
+                    sorted(set(pods_on[name])),
+                    [name],
+                    f"node {name} has free pvs for {matched} of the {len(claims[name])} unbound "
+                    "local claims of its pods",
+                )
+            )
+    return violations
+
+
+def _matching(claims: list[tuple[str, list[str]]]) -> int:
+    """Size of a largest matching of claims to distinct PVs (Kuhn's augmenting paths)."""
+    owner: dict[str, int] = {}
+
+    def augment(i: int, seen: set[str]) -> bool:
+        for volume in claims[i][1]:
+            if volume in seen:
+                continue
+            seen.add(volume)
+            if volume not in owner or augment(owner[volume], seen):
+                owner[volume] = i
+                return True
+        return False
+
+    return sum(1 for i in range(len(claims)) if augment(i, set()))
 
 
 def _check_fits(snapshot: Snapshot, finals: list[FinalMember]) -> list[Violation]:
@@ -724,6 +852,7 @@ def _violations(policy: Policy, view: _View) -> list[Violation]:
     return [
         *_check_fits(snapshot, finals),
         *_check_capacity(snapshot, finals),
+        *_check_volume_matching(snapshot, finals),
         *_check_shard_spread(view),
         *_check_master_exclusivity(policy, view),
         *_check_shard_roles(view),

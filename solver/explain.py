@@ -21,6 +21,7 @@ from models.snapshot import Snapshot
 from solver.classes.cpmodel import PlacementModel, build_variables
 from solver.classes.problem import Group, Problem, build_problem
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.volumes import held_reason
 
 GENERIC = (
     "not placed: no room left that keeps every hard rule once the other shards of the batch "
@@ -116,10 +117,15 @@ def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
     probe = pending[0]
     hosts = {n.host for n in snapshot.nodes if blocking_reason(probe.pod, n) is None}
     size = len(fixed_hosts) + len(pending)
-    if size > len(hosts | fixed_hosts):
+    if hosts and size > len(hosts | fixed_hosts):  # no host at all: the filter tally says why
+        refused = Counter(
+            r for n in snapshot.nodes if (r := blocking_reason(probe.pod, n)) is not None
+        )
+        others = ", ".join(f"{count} {why}" for why, count in refused.most_common(3))
         return (
             f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
             f"of a shard never share one); {len(hosts | fixed_hosts)} hosts accept its pods"
+            + (f" (the other nodes: {others})" if others else "")
         )
     level = policy.rules.survive
     if level == "none":
@@ -179,6 +185,10 @@ def unplaced_reasons(
             continue
         if shard in unplaceable:
             reasons[shard] = unplaceable[shard]
+            continue
+        held = next((f"{m.key}: {r}" for m in live if (r := held_reason(m.pod))), None)
+        if held is not None:
+            reasons[shard] = held
             continue
         structural = _structural(snapshot, policy, shard)
         if structural is not None:

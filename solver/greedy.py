@@ -22,6 +22,7 @@ from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.placement import Placement, to_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.volumes import VolumeSlots
 
 NO_NODE = "greedy: no node passes the filter"
 
@@ -87,6 +88,7 @@ class _Cluster:
             if pod.node_name in nodes:
                 _add(used, pod.node_name, pod.requests)
         placing = {m.shard_key for m in snapshot.members if m.pod.node_name is None}
+        self.volumes = VolumeSlots(snapshot)
         for m in snapshot.members:
             name = _node_of(m, start)
             node = nodes.get(name or "")
@@ -94,6 +96,8 @@ class _Cluster:
                 continue
             role = _role_of(m, start)
             _add(used, node.name, m.pod.requests)
+            if m.pod.pending:
+                self.volumes.take(node.name, m.pod)
             self._count(m, node, role or Role.REPLICA, placing)
         self.free = _Room(nodes, used)
         # Per zone and per rack, nodes by free memory: every node for replicas, and for masters
@@ -173,15 +177,19 @@ class _Cluster:
             return False
         if role is Role.MASTER and self.masters[node.name] >= self.cap:
             return False
+        if self.volumes.active and not self.volumes.room(node.name, member.pod):
+            return False
         return blocking_reason(member.pod, node) is None
 
     def take(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] - member.pod.requests
+        self.volumes.take(node.name, member.pod)
         self._count(member, node, role, {member.shard_key})
         self._reheap(node)
 
     def release(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] + member.pod.requests
+        self.volumes.release(node.name, member.pod)
         self._count(member, node, role, {member.shard_key}, sign=-1)
         self._reheap(node)
 

@@ -430,6 +430,9 @@ class RunningVerdict:
         and policy (otherwise the full judgement)."""
         if snapshot is not self.snapshot or (policy is not self.policy and policy != self.policy):
             return assess(snapshot, policy, plan)
+        if snapshot.free_volumes:
+            # Free local PVs are matched to claims across a node's pods: judged whole.
+            return assess(snapshot, policy, plan)
         base = self._base
         changed: dict[str, FinalMember] = {}
         moves = 0

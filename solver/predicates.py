@@ -1,4 +1,5 @@
-"""Whether a pod may run on a node, ignoring capacity: readiness, taints, nodeSelector, nodeAffinity.
+"""Whether a pod may run on a node, ignoring capacity: readiness, taints, nodeSelector, nodeAffinity,
+and where its persistent volumes can be (solver/volumes.py).
 
 Used to build the solver's candidate sets and by the greedy baseline. The independent checker
 (solver/check.py) has its own implementation on purpose.
@@ -7,6 +8,7 @@ Used to build the solver's candidate sets and by the greedy baseline. The indepe
 from collections.abc import Sequence
 
 from models.cluster import Node, Pod, SelectorTerm, Taint, Toleration
+from solver import volumes
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
@@ -60,6 +62,10 @@ def _term_holds(term: SelectorTerm, node: Node) -> bool:
     return True
 
 
+term_holds = _term_holds
+"""One nodeSelectorTerm against a node (PV node affinity and class topologies use it too)."""
+
+
 def blocking_reason(pod: Pod, node: Node) -> str | None:
     """Why the pod cannot go to the node (capacity aside), or None if it can."""
     if not node.ready:
@@ -76,4 +82,6 @@ def blocking_reason(pod: Pod, node: Node) -> str | None:
             return "nodeSelector does not match"
     if pod.affinity_terms and not any(_term_holds(t, node) for t in pod.affinity_terms):
         return "required node affinity does not match"
+    if pod.volumes:
+        return volumes.volume_reason(pod, node)
     return None

@@ -114,6 +114,14 @@ from placer.metrics import Metrics, MetricsServer
     help="Create a PodDisruptionBudget (maxUnavailable: 1) for each shard placed and delete it "
     "with the shard; needs the RBAC of deploy/components/manage-pdbs.",
 )
+@click.option(
+    "--recreate-refused/--no-recreate-refused",
+    default=False,
+    show_default=True,
+    help="Gate mode: when kube-scheduler refuses a pin, delete that never-started pod so its "
+    "controller recreates it, and place it elsewhere (a pin cannot move once the gate is "
+    "lifted); needs the RBAC of deploy/components/recreate-refused.",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -132,6 +140,7 @@ def command(
     max_batch_pods: int,
     event_qps: float,
     manage_pdbs: bool,
+    recreate_refused: bool,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import process_identity
@@ -167,6 +176,7 @@ def command(
         max_batch_pods=max_batch_pods,
         event_qps=event_qps,
         manage_pdbs=manage_pdbs,
+        recreate_refused=recreate_refused,
     )
     binder = Binder(adapter, policy, config, metrics)
     stop = threading.Event()

@@ -37,6 +37,8 @@ from placer.binder.cache import ClusterCache, PodKey, pod_key_of
 from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
 from placer.binder.pdbs import PdbManager
 from placer.binder.permit import PermitDecision, decide, gangs
+from placer.binder.refusals import Refusals
+from placer.binder.volumes import volume_epoch, volume_inputs
 from placer.kube.adapter import BindOutcome, EventType, KubeAdapter, PatchOutcome
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
 from placer.metrics import Metrics
@@ -91,6 +93,8 @@ class BinderConfig:
     event_qps: float = DEFAULT_QPS
     manage_pdbs: bool = False
     """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
+    recreate_refused: bool = False
+    """Gate mode: delete a never-started pod whose pin kube-scheduler refused (refusals.py)."""
 
 
 @dataclass
@@ -188,6 +192,8 @@ class Binder:
         )
         self.parse_cache = ParseCache()
         self.warm = Warm(self.policy)
+        self.refusals = Refusals(adapter, self._event, self.config.recreate_refused, clock)
+        self._lists_volumes = False
         self.enforcer = Enforcer(self.config.concurrency)
         self.background = BackgroundWrites(
             adapter,
@@ -219,7 +225,8 @@ class Binder:
         self._first_seen: dict[PodKey, float] = {}
         self._announced: dict[PodKey, tuple[str, str]] = {}
         self._last_read: (
-            tuple[int, tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]] | None
+            tuple[tuple[int, int], tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]]
+            | None
         ) = None
         self.reads = 0
         self.read_seconds = 0.0
@@ -409,7 +416,7 @@ class Binder:
         Rebuilt only when the cache changed since the last step: a batch window's steps mostly
         look at the same cluster, and 15,000 pods are not re-read to learn nothing.
         """
-        generation = self.cache.generation
+        generation = (self.cache.generation, volume_epoch(self._lists_volumes, time.monotonic()))
         if self._last_read is not None and self._last_read[0] == generation:
             return self._last_read[1]
         started = time.monotonic()
@@ -448,10 +455,10 @@ class Binder:
             if mine:
                 ours[key] = f"{key[0]}/{key[1]}"
                 raw[key] = pod
-                objects.append(pod)
+                objects.append(self.refusals.without_refused(pod))
             elif not _spec(pod).get("nodeName") and self.managed(pod):
                 pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
-                if pin is not None:
+                if pin is not None and not self.refusals.observe(pod, pin):
                     objects.append({**pod, "spec": {**_spec(pod), "nodeName": pin}})
                 # Otherwise another scheduler's pending pod: not ours to place or count.
             else:
@@ -465,6 +472,12 @@ class Binder:
             self.cache.refresh_statefulsets()
             statefulsets = self.cache.objects()[2]
         objects.extend(statefulsets)
+        volumes, refused = volume_inputs(self.adapter, parsed, self.config.enforce == "bind")
+        self._lists_volumes = bool(volumes)
+        if refused:  # bind mode binds no volume: such pods are refused, and left out
+            objects = [o for o in objects if o.get("kind") != "Pod" or pod_key_of(o) not in refused]
+            unreadable.update({k: why for k, why in refused.items() if ours.pop(k, None)})
+        objects.extend(volumes)
         snapshot = build_snapshot(objects, self.policy, self.parse_cache)
         self._forget_gone(raw)
         for key, reason in unreadable.items():
@@ -725,7 +738,7 @@ class Binder:
                 else:
                     self.cache.forget_assumed(key)
                 self.metrics.bind("bound")
-                return self._placed(key, pod, node, why, outcome, True)
+                return self._placed(key, pod, node, why, outcome, True, pinned=(role, batch))
             reason = (
                 "conflict" if patched.outcome is PatchOutcome.NOT_GATED else patched.outcome.value
             )
@@ -773,15 +786,21 @@ class Binder:
         why: str,
         outcome: ShardOutcome,
         written: bool,
+        pinned: tuple[str, str] | None = None,
     ) -> Literal["placed"]:
+        """``pinned`` (role, batch): gate mode, where kube-scheduler binds and says Scheduled."""
         name = by_key_name(key)
         outcome.bound.append((name, node))
         if not written:
             outcome.found.append((name, node))
+        reason, message = "Scheduled", f"Successfully assigned {name} to {node}: {why}"
+        if pinned is not None:
+            reason = "Pinned"
+            message = f"Pinned {name} to {node} as {pinned[0]} (batch {pinned[1]}): {why}"
         self.background.event(
             pod,
-            "Scheduled",
-            f"Successfully assigned {name} to {node}: {why}",
+            reason,
+            message,
             supersedes=(("WaitingForShard", "Normal"), ("FailedScheduling", "Warning")),
         )
         if not written:

@@ -301,7 +301,7 @@ source_options = [
         "file",
         type=str,
         default=None,
-        help="Snapshot: `kubectl get nodes,pods -A -o yaml|json` output, or - for stdin. Without it, the live cluster is read.",
+        help="Snapshot: `kubectl get nodes,pods,pv,pvc,storageclasses -A -o yaml|json` output, or - for stdin. Without it, the live cluster is read.",
     ),
     click.option(
         "-p",

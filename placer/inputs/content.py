@@ -19,7 +19,7 @@ from models.snapshot import Snapshot
 ALLOW = "pass --allow-empty to accept it"
 
 
-DUMP_HINT = "dump them with `kubectl get nodes,pods -A -o yaml`"
+DUMP_HINT = "dump them with `kubectl get nodes,pods,pv,pvc,storageclasses -A -o yaml`"
 LIVE_HINT = "may these credentials list nodes?"
 
 

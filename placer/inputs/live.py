@@ -15,14 +15,19 @@ if TYPE_CHECKING:  # the Kubernetes client is imported only when a cluster is re
 def snapshot_from_adapter(
     adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool = False, need_pods: bool = True
 ) -> Snapshot:
-    """Nodes, pods and StatefulSets, as the binder reads them (``placer.binder.cache``).
+    """Nodes, pods, StatefulSets and volumes (PVs, claims, classes), as the binder reads them (``placer.binder.cache``).
 
     A StatefulSet's replicas give the size of a shard whose pods lack the
     ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree. Unless
     ``allow_empty``, a cluster without nodes (or, with ``need_pods``, without selected pods) is an
     error (placer.inputs.content).
     """
-    objects = [*adapter.list_nodes(), *adapter.list_pods(), *adapter.list_statefulsets()]
+    objects = [
+        *adapter.list_nodes(),
+        *adapter.list_pods(),
+        *adapter.list_statefulsets(),
+        *adapter.list_volume_objects(),
+    ]
     snapshot = build_snapshot(objects, policy)
     if not allow_empty:
         require_content(objects, snapshot, policy, "cluster", LIVE_HINT, need_pods=need_pods)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
-from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, PolicyV1Api
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, PolicyV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPResponse
 
@@ -47,6 +47,9 @@ API_VERSIONS = {
     "Pod": "v1",
     "StatefulSet": "apps/v1",
     "PodDisruptionBudget": "policy/v1",
+    "PersistentVolume": "v1",
+    "PersistentVolumeClaim": "v1",
+    "StorageClass": "storage.k8s.io/v1",
 }
 
 
@@ -69,6 +72,11 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "list_pods_with_version": (Permission("", "pods", "list"),),
     "watch_pods": (Permission("", "pods", "watch"),),
     "list_statefulsets": (Permission("apps", "statefulsets", "list"),),
+    "list_volume_objects": (
+        Permission("", "persistentvolumes", "list"),
+        Permission("", "persistentvolumeclaims", "list"),
+        Permission("storage.k8s.io", "storageclasses", "list"),
+    ),
     "get_pod": (Permission("", "pods", "get"),),
     "bind_pod": (Permission("", "pods/binding", "create"),),
     "pin_and_ungate": (Permission("", "pods", "get"), Permission("", "pods", "patch")),
@@ -83,6 +91,7 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
     "create_pdb": (Permission("policy", "poddisruptionbudgets", "create"),),
     "delete_pdb": (Permission("policy", "poddisruptionbudgets", "delete"),),
+    "delete_pod": (Permission("", "pods", "delete"),),
     "leader_election": (
         Permission("coordination.k8s.io", "leases", "get"),
         Permission("coordination.k8s.io", "leases", "create"),
@@ -101,6 +110,7 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
         "list_pods_with_version": "cluster",
         "watch_pods": "cluster",
         "list_statefulsets": "cluster",  # shard size when pods lack the annotation
+        "list_volume_objects": "cluster",  # where a pod's persistent volumes let it run
         "get_pod": "cluster",
         "bind_pod": "cluster",
         "pin_and_ungate": "cluster",
@@ -112,6 +122,7 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
         "list_nodes": "cluster",
         "list_pods": "cluster",
         "list_statefulsets": "cluster",
+        "list_volume_objects": "cluster",
         "get_pod": "cluster",
         "evict_pod": "cluster",
         "patch_pod_labels": "cluster",  # the redis-role label follows a CLUSTER FAILOVER
@@ -129,6 +140,9 @@ FLAG_CALLS: dict[tuple[str, str], dict[str, Literal["cluster", "namespace"]]] = 
         "list_pdbs": "cluster",
         "create_pdb": "cluster",
         "delete_pdb": "cluster",
+    },
+    ("binder", "--recreate-refused"): {
+        "delete_pod": "cluster",  # a never-started pod whose pin kube-scheduler refused
     },
 }
 
@@ -271,6 +285,8 @@ class KubeAdapter(Protocol):
         self, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict[str, Any]]: ...
 
+    def list_volume_objects(self) -> list[dict[str, Any]]: ...
+
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     def bind_pod(
@@ -331,6 +347,14 @@ class KubeAdapter(Protocol):
     ) -> Literal["created", "exists"]: ...
 
     def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool: ...
 
 
 def _with_kind(item: dict[str, Any], kind: str, api_version: str = "v1") -> dict[str, Any]:
@@ -393,6 +417,7 @@ class KubernetesAdapter:
         self.core = CoreV1Api(api_client)
         self.apps = AppsV1Api(api_client)
         self.policy = PolicyV1Api(api_client)
+        self.storage = StorageV1Api(api_client)
         self.instance = instance or default_instance()
         self.request_timeout = request_timeout
         self.list_timeout = list_timeout
@@ -461,6 +486,12 @@ class KubernetesAdapter:
             resp = _raw(self.apps.list_namespaced_stateful_set(namespace, **common))
         elif kind == "StatefulSet":
             resp = _raw(self.apps.list_stateful_set_for_all_namespaces(**common))
+        elif kind == "PersistentVolume":
+            resp = _raw(self.core.list_persistent_volume(**common))
+        elif kind == "PersistentVolumeClaim":
+            resp = _raw(self.core.list_persistent_volume_claim_for_all_namespaces(**common))
+        elif kind == "StorageClass":
+            resp = _raw(self.storage.list_storage_class(**common))
         elif kind == "PodDisruptionBudget" and namespace:
             resp = _raw(self.policy.list_namespaced_pod_disruption_budget(namespace, **common))
         elif kind == "PodDisruptionBudget":
@@ -501,6 +532,15 @@ class KubernetesAdapter:
     ) -> list[dict[str, Any]]:
         """StatefulSets: their replicas give a shard's size when pods lack the annotation."""
         return self._list("list statefulsets", "StatefulSet", namespace, label_selector, None)[0]
+
+    def list_volume_objects(self) -> list[dict[str, Any]]:
+        """PersistentVolumes, PersistentVolumeClaims and StorageClasses: where pods' volumes
+        let them run (models/volumes.py)."""
+        return [
+            item
+            for kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass")
+            for item in self._list(f"list {kind.lower()}s", kind, None, None, None)[0]
+        ]
 
     def _watch(
         self,
@@ -878,6 +918,40 @@ class KubernetesAdapter:
             )
         except ApiException as exc:
             if exc.status in (404, 409):  # gone, or replaced by a namesake (uid precondition)
+                return False
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return True
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """Delete the pod only as it was (uid, resourceVersion): a pending pod whose pin
+        kube-scheduler refused, for its controller to recreate. False when it changed or went."""
+        action = f"delete pod {namespace}/{name}"
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        try:
+            _read(
+                self.core.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    body=body,  # type: ignore[arg-type]
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or changed since (a precondition failed)
                 return False
             raise KubeApiError(action, *_failure(exc)) from exc
         except Exception as exc:

@@ -69,6 +69,7 @@ class FakeKubeAdapter:
         pods: list[dict[str, Any]] | None = None,
         evict_blocked: Callable[[dict[str, Any]], str | None] | None = None,
         statefulsets: list[dict[str, Any]] | None = None,
+        volume_objects: list[dict[str, Any]] | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self._version = itertools.count(1)
@@ -77,8 +78,11 @@ class FakeKubeAdapter:
         self.configmaps: dict[Key, dict[str, str]] = {}
         self.pdbs: dict[Key, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
+        self.volume_objects: list[dict[str, Any]] = list(volume_objects or [])
+        """PersistentVolumes, PersistentVolumeClaims and StorageClasses, each with its kind."""
         self.events: list[dict[str, Any]] = []
         self.evicted: list[Key] = []
+        self.deleted: list[Key] = []
         self.binds: list[tuple[Key, str]] = []
         self.log: list[tuple[int, WatchEvent]] = []
         self.node_log: list[tuple[int, WatchEvent]] = []
@@ -145,12 +149,28 @@ class FakeKubeAdapter:
             self._record("ADDED", pod)
             return copy.deepcopy(pod)
 
-    def delete_pod(self, namespace: str, name: str) -> None:
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """Delete the pod (only as it was, given ``uid`` or ``resource_version``)."""
         with self._lock:
-            pod = self.pods.pop((namespace, name), None)
-            if pod is not None:
-                self._stamp(pod, "Pod")
-                self._record("DELETED", pod)
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return False
+            meta = pod["metadata"]
+            if (uid and meta.get("uid") != uid) or (
+                resource_version and meta.get("resourceVersion") != resource_version
+            ):
+                return False
+            del self.pods[(namespace, name)]
+            self.deleted.append((namespace, name))
+            self._stamp(pod, "Pod")
+            self._record("DELETED", pod)
+            return True
 
     def _update(self, key: Key, pod: dict[str, Any]) -> dict[str, Any]:
         self._stamp(pod, "Pod")
@@ -226,6 +246,10 @@ class FakeKubeAdapter:
                 continue
             if _selector_matches(meta.get("labels") or {}, label_selector):
                 yield event
+
+    def list_volume_objects(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self.volume_objects)
 
     def list_statefulsets(
         self, namespace: str | None = None, label_selector: str | None = None

@@ -13,6 +13,7 @@ from models.resources import Resources
 from solver.classes.problem import Problem
 from solver.placement import Placement
 from solver.predicates import blocking_reason
+from solver.volumes import VolumeSlots
 
 
 class _FreeRoom(dict[str, Resources]):
@@ -40,6 +41,7 @@ class _NodeState:
         self.free = _FreeRoom(problem)
         self.masters: dict[str, int] = defaultdict(int)
         self.shard_hosts: dict[str, set[str]] = defaultdict(set)
+        self.volumes = VolumeSlots(problem.snapshot)
         for member, fixed_node in problem.fixed_members:
             if fixed_node is not None:
                 self.shard_hosts[member.shard_key].add(fixed_node.host)
@@ -51,11 +53,13 @@ class _NodeState:
             member.pod.requests.fits_in(self.free[node.name])
             and node.host not in self.shard_hosts[member.shard_key]
             and (role is not Role.MASTER or self.masters[node.name] < self.cap)
+            and (not self.volumes.active or self.volumes.room(node.name, member.pod))
         )
 
     def take(self, node: Node, member: Member, role: Role) -> None:
         self.free[node.name] = self.free[node.name] - member.pod.requests
         self.shard_hosts[member.shard_key].add(node.host)
+        self.volumes.take(node.name, member.pod)
         if role is Role.MASTER:
             self.masters[node.name] += 1
 
@@ -63,6 +67,7 @@ class _NodeState:
         node = self.problem.snapshot.node_by_name[node_name]
         self.free[node_name] = self.free[node_name] + member.pod.requests
         self.shard_hosts[member.shard_key].discard(node.host)
+        self.volumes.release(node_name, member.pod)
         if role is Role.MASTER:
             self.masters[node_name] -= 1
 

@@ -17,6 +17,7 @@ from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.volumes import VolumeSlots
 
 DEFAULT_MAX_VARIABLES = 60_000
 """Above this many decision variables, each group keeps only the roomiest classes of every rack."""
@@ -60,6 +61,8 @@ class NodeClass:
     used: tuple[int, int, int]
     fixed_masters: int
     fixed_members: int
+    volumes: tuple[tuple[str, int], ...] = ()
+    """Free local PVs per storage class on each of its nodes (solver/volumes.py)."""
 
     @property
     def size(self) -> int:
@@ -140,7 +143,12 @@ class Problem:
 
 
 def _constraint_signature(pod: Pod) -> tuple[object, ...]:
-    return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.affinity_terms)
+    return (
+        pod.tolerations,
+        tuple(sorted(pod.node_selector.items())),
+        pod.affinity_terms,
+        tuple(n.rule for n in pod.volumes),
+    )
 
 
 def build_problem(
@@ -212,6 +220,7 @@ def build_problem(
     figures += [r.memory for r in load.values()]
     unit, exact = memory_unit(figures)
     host_sizes = Counter(n.host for n in snapshot.nodes)
+    volume_slots = VolumeSlots(snapshot)
     classes: list[NodeClass] = []
     node_class: dict[str, int] = {}
     by_key: dict[tuple[object, ...], NodeClass] = {}
@@ -232,6 +241,7 @@ def build_problem(
             used,
             fixed_masters[node.name],
             fixed_count[node.name],
+            volume_slots.key(node.name),
             eligible,
         )
         cls = by_key.get(key)
@@ -246,6 +256,7 @@ def build_problem(
                 used=used,
                 fixed_masters=fixed_masters[node.name],
                 fixed_members=fixed_count[node.name],
+                volumes=volume_slots.key(node.name),
             )
             by_key[key] = cls
             classes.append(cls)

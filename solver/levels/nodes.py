@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from models.cluster import Member, Role
 from solver.levels.rooms import CPU, MEMORY, PODS, Kind, NodeRoom, Rooms
+from solver.volumes import VolumeSlots
 
 
 @dataclass
@@ -32,6 +33,8 @@ class NodeUse:
     rack_masters: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
     """Per (Redis cluster, zone, rack): its masters there, those that stay and those placed so
     far (a rack lies inside its zone: the same rack label in two zones is two racks)."""
+    volumes: VolumeSlots = field(default_factory=VolumeSlots)
+    """Free local PVs per node, as the members placed so far leave them."""
 
     def util_after(self, room: NodeRoom, kind: Kind) -> int:
         return room.utilisation(self.taken[room.index][MEMORY] + kind.requests[MEMORY])
@@ -42,6 +45,7 @@ class NodeUse:
             used[CPU] + req[CPU] <= free[CPU]
             and used[MEMORY] + req[MEMORY] <= free[MEMORY]
             and used[PODS] + req[PODS] <= free[PODS]
+            and (not self.volumes.active or self.volumes.room(room.node.name, kind.pod))
         )
 
     def master_room(self, room: NodeRoom) -> bool:
@@ -55,6 +59,7 @@ class NodeUse:
         used = self.taken[room.index]
         for r in (CPU, MEMORY, PODS):
             used[r] += kind.requests[r]
+        self.volumes.take(room.node.name, member.pod)
         if role is Role.MASTER:
             self.masters[room.index] += 1
             self.host_masters[(member.cluster, room.host)] += 1
@@ -66,6 +71,7 @@ class NodeUse:
         used = self.taken[room.index]
         for r in (CPU, MEMORY, PODS):
             used[r] -= kind.requests[r]
+        self.volumes.release(room.node.name, member.pod)
         if role is Role.MASTER:
             self.masters[room.index] -= 1
             self.host_masters[(member.cluster, room.host)] -= 1

@@ -19,6 +19,7 @@ from models.cluster import Node, Pod
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.volumes import VolumeSlots
 
 UNBOUNDED_SLOTS = 1_000_000
 """Members a node could take of a kind that requests nothing at all."""
@@ -37,7 +38,12 @@ class Kind:
 
 
 def constraint_signature(pod: Pod) -> tuple[object, ...]:
-    return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.affinity_terms)
+    return (
+        pod.tolerations,
+        tuple(sorted(pod.node_selector.items())),
+        pod.affinity_terms,
+        tuple(n.rule for n in pod.volumes),
+    )
 
 
 def kind_key(pod: Pod) -> tuple[object, ...]:
@@ -104,6 +110,8 @@ class Rooms:
     """Divisors that keep aggregate capacities small and exact: every pending request is a
     multiple of its resource's unit, so ``floor(room / unit)`` loses nothing."""
     by_zone: dict[str, list[int]] = field(default_factory=dict)
+    volumes: VolumeSlots = field(default_factory=VolumeSlots)
+    """Free local PVs per node: a kind with an unbound local claim takes one each."""
     _slots: dict[tuple[int, bool], np.ndarray] = field(default_factory=dict, repr=False)
     _memory: np.ndarray | None = field(default=None, repr=False)
 
@@ -156,6 +164,9 @@ class Rooms:
             slots = np.minimum(slots, np.maximum(self.memory_matrix(), 0) // req[MEMORY])
         eligible = np.array([kind in r.eligible for r in self.nodes], dtype=bool)
         slots[~eligible, :] = 0
+        if self.volumes.active and k.pod.volumes:
+            pvs = np.array([self.volumes.count(r.node.name, k.pod) for r in self.nodes])
+            slots = np.minimum(slots, np.maximum(pvs, 0).astype(slots.dtype)[:, None])
         if master:
             room = np.array([max(0, self.cap - r.masters) for r in self.nodes], dtype=slots.dtype)
             slots = np.minimum(slots, room[:, None])
@@ -266,6 +277,7 @@ def build_rooms(
         floor=floor,
         ceiling=ceiling,
         units=units,
+        volumes=VolumeSlots(snapshot),
     )
     for room in rooms:
         result.by_zone.setdefault(room.zone, []).append(room.index)

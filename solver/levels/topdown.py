@@ -22,6 +22,7 @@ from solver.levels.shapes import PendingShard, Shapes, Standing, build_shapes
 from solver.levels.spec import LevelSolution
 from solver.levels.zones import solve_zones, zone_children
 from solver.placement import Placement
+from solver.volumes import VolumeSlots
 
 Progress = Callable[[str, float, float], None]
 
@@ -160,7 +161,7 @@ def place_by_levels(
 
     # Level three: nodes, one rack at a time.
     tick = time.monotonic()
-    use = NodeUse(rooms)
+    use = NodeUse(rooms, volumes=VolumeSlots(snapshot))
     for shard in pending:
         for f in shard.fixed:
             use.shard_hosts[shard.key].add(f.node.host)

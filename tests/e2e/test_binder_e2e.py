@@ -158,12 +158,13 @@ def required_terms(pod: Mapping[str, Any]) -> Any:
 
 
 def scheduled_events(events: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """The binder's Scheduled events by pod name (kube-scheduler's own are left out)."""
+    """The binder's Scheduled (bind mode) or Pinned (gate mode) events by pod name
+    (kube-scheduler's own are left out)."""
     by_pod: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for event in events:
         if (event.get("source") or {}).get("component") != DEFAULT_COMPONENT:
             continue
-        if event.get("reason") == "Scheduled":
+        if event.get("reason") in ("Scheduled", "Pinned"):  # bind mode, gate mode
             by_pod[event["involvedObject"]["name"]].append(event)
     return dict(by_pod)
 
@@ -402,7 +403,8 @@ def test_gate_mode_pins_and_ungates_the_cluster_soundly(
     assert sorted(scheduled) == sorted(pods)
     for name, events in scheduled.items():
         (event,) = events
-        assert f"Successfully assigned {namespace}/{name} to {pins[name]}:" in event["message"]
+        assert event["reason"] == "Pinned"  # Scheduled is kube-scheduler's, when it binds
+        assert f"Pinned {namespace}/{name} to {pins[name]} as " in event["message"]
     roles = roles_from_events(scheduled)
     labelled = {
         name: pod["metadata"]["labels"].get(POLICY.labels.role) for name, pod in pods.items()
