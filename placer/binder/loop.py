@@ -128,9 +128,8 @@ class Binder:
         self.follow_nodes = False
         """True while a node watch keeps the cache's nodes current (``run`` starts one); a
         caller that steps by hand gets a fresh node list before every batch instead."""
-        leading = lambda: self._leading()  # noqa: E731  (``run`` replaces ``_leading``)
         self.reporter = Reporter(
-            adapter, policy, self.cache, self.metrics, self.background, leading
+            adapter, policy, self.cache, self.metrics, self.background, self._leads
         )
         self.reader = Reader(
             adapter,
@@ -153,8 +152,12 @@ class Binder:
             self.metrics,
             self.background,
             self.reporter,
-            leading,
+            self._leads,
         )
+
+    def _leads(self) -> bool:
+        """Whether this binder leads now (``run`` replaces ``_leading``; the parts ask here)."""
+        return self._leading()
 
     @property
     def _retry(self) -> dict[str, tuple[int, float]]:
