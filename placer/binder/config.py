@@ -1,0 +1,52 @@
+"""The binder's settings and their defaults, shared by every part of the binder.
+
+Its own module so the parts (reading, holding, solving, writing, reporting) can read the
+settings without importing the loop that composes them.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from placer.binder.background import DEFAULT_QPS
+
+Enforce = Literal["bind", "gate"]
+PLACEMENT_GATE = "redis-placer.io/placement"
+DEFAULT_BINDER_TIME_LIMIT = 5.0
+"""Per-batch solve budget of ``redis-placer binder`` (docs/benchmarks.md has the trade-off)."""
+DEFAULT_CONCURRENCY = 16
+"""Shards written at once (one request in flight each), as kube-scheduler binds in parallel."""
+DEFAULT_BATCH_SECONDS = 0.5
+"""How long one batch's solve should take: the first shards bind about this soon."""
+DEFAULT_MAX_BATCH_PODS = 600
+DEFAULT_RELATIVE_GAP = 0.01
+"""A batch's solve stops once its placement is proven within 1% of the best possible: proving
+the last fraction of a percent took most of a 5 s budget on batches of a hundred shards."""
+FIRST_SECONDS_PER_POD = {"cp-sat": 0.005, "greedy": 0.002}
+"""What a pending pod costs the solver, until its own solves say (then an average of them): a
+first batch of about 100 pods for CP-SAT, where a solve's fixed cost is not paid for a handful
+(docs/benchmarks.md, On a real API server)."""
+
+
+@dataclass(frozen=True)
+class BinderConfig:
+    enforce: Enforce = "bind"
+    gate: str = PLACEMENT_GATE
+    namespace: str | None = None
+    """Watch one namespace only; None watches all (capacity needs every pod on a node)."""
+    solver: Literal["cp-sat", "greedy"] = "cp-sat"
+    time_limit: float | None = None
+    """Per-solve limit; None uses the policy's solver.timeLimitSeconds."""
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    node_refresh_seconds: float = 30.0
+    """How often StatefulSets (and, without a node watch, nodes) are listed again."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    batch_seconds: float = DEFAULT_BATCH_SECONDS
+    max_batch_pods: int = DEFAULT_MAX_BATCH_PODS
+    relative_gap: float | None = None
+    """CP-SAT stops within this share of its bound; None uses the policy's solver.relativeGap."""
+    event_qps: float = DEFAULT_QPS
+    manage_pdbs: bool = False
+    """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
+    recreate_refused: bool = False
+    """Gate mode: delete a never-started pod whose pin kube-scheduler refused (refusals.py)."""

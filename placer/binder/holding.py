@@ -1,0 +1,187 @@
+"""Holding: which ready shards go to the solver now, and which wait (for company or a retry).
+
+``placer.binder.permit`` decides per shard from what the cluster holds; this part adds what
+the binder itself keeps between steps: shards in flight (being written), retry timers of
+shards whose writes or solve failed, when the batch window opened and when each ready shard
+was first found ready. From these it picks the next batch, the oldest ready shards first, as
+many as the solver handles in its target time.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.policy import Policy
+from models.snapshot import Snapshot
+from placer.binder.batching import BatchSizer
+from placer.binder.cache import PodKey
+from placer.binder.config import BinderConfig
+from placer.binder.enforce import Enforcer, ShardOutcome
+from placer.binder.permit import PermitDecision, decide, gangs
+from placer.binder.reporting import Reporter
+
+IDLE_SECONDS = 30.0
+"""Longest sleep between steps when nothing wakes the binder (a watch event does)."""
+
+
+@dataclass
+class StepReport:
+    """What one step decided and did, for logs, tests and the benchmark."""
+
+    decisions: list[PermitDecision] = field(default_factory=list)
+    solved_pods: int = 0
+    solve_status: str | None = None
+    batch: str | None = None
+    bound: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    unplaced: list[tuple[str, str]] = field(default_factory=list)
+    next_step_in: float = IDLE_SECONDS
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The batch a step solves, and how many shards were ready for it."""
+
+    shards: list[str]
+    members: Mapping[str, list[PodKey]]
+    ready: int
+
+
+class Holding:
+    """Per-shard hold state between steps, and the choice of each batch."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        config: BinderConfig,
+        sizer: BatchSizer,
+        enforcer: Enforcer,
+        reporter: Reporter,
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.sizer = sizer
+        self.enforcer = enforcer
+        self.reporter = reporter
+        self.retry: dict[str, tuple[int, float]] = {}
+        self.in_flight: set[str] = set()
+        """Shards handed to the enforcer whose outcome has not come back yet."""
+        self.window_opened: float | None = None
+        self.noticed: dict[str, float] = {}
+        """Ready shards by when a step first found them ready: batches take the oldest first."""
+
+    def select(
+        self,
+        snapshot: Snapshot,
+        ours: Mapping[PodKey, str],
+        raw: Mapping[PodKey, dict[str, Any]],
+        waited: Mapping[str, float],
+        now: float,
+        streaming: bool,
+        report: StepReport,
+        idle: float = IDLE_SECONDS,
+    ) -> Selection | None:
+        """Decide per shard, and return the batch due now, if one is.
+
+        A batch is due when the batch window has passed since shards became ready, when they
+        make a full batch, or, while ``streaming`` (batches are still being solved or bound),
+        as soon as the enforcer has started on everything it was given: collecting longer
+        would leave it idle. ``idle``: the longest wait when nothing is due.
+        """
+        shard_gangs = gangs(snapshot, set(ours.values()), waited)
+        decisions = [decide(g, self.policy.permit) for g in shard_gangs]
+        waiting_shards = {g.shard for g in shard_gangs}
+        for shard in [s for s in self.retry if s not in waiting_shards | self.in_flight]:
+            del self.retry[shard]  # placed (or gone) since: a later pod starts afresh
+        report.decisions = decisions
+        ready: list[str] = []
+        wake = [idle]
+        key_of = {name: key for key, name in ours.items()}
+        members_by_shard = {g.shard: [key_of[p] for p in g.pending] for g in shard_gangs}
+        for d in decisions:
+            pods = members_by_shard.get(d.shard, [])
+            if d.decision != "allow":
+                self.reporter.note_decision(pods, raw, d.decision, d.reason)
+                if d.recheck_in is not None:
+                    wake.append(d.recheck_in)
+                continue
+            not_before = self.retry.get(d.shard, (0, now))[1]
+            if not_before > now:
+                wake.append(not_before - now)
+                continue
+            if d.shard in self.in_flight:
+                continue  # its other members are being written: wait for that outcome
+            ready.append(d.shard)
+        self.noticed = {s: self.noticed.get(s, now) for s in ready}
+        report.next_step_in = max(0.0, min(wake))
+        if not ready:
+            self.window_opened = None
+            return None
+        ready.sort(key=lambda s: (self.noticed[s], s))  # the longest ready first
+        wanted = self.sizer.pods
+        ready_pods = sum(len(members_by_shard[s]) for s in ready)
+        if self.window_opened is None:
+            self.window_opened = now
+        remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
+        keeps_busy = streaming and self.enforcer.backlog_pods == 0
+        # A shard created member by member gets no company by waiting: its next member comes
+        # only once this one runs, so a window would only hold up the whole chain.
+        ordered = {g.shard for g in shard_gangs if g.ordered}
+        only_ordered = all(s in ordered for s in ready)
+        if ready_pods < wanted and remaining > 0 and not keeps_busy and not only_ordered:
+            # Collect shards for the window, unless a full batch is there already, or the
+            # pipeline is moving and the enforcer is about to run out of work: those shards
+            # have waited behind the last batch, and more waiting would leave it idle.
+            report.next_step_in = min(report.next_step_in, remaining)
+            return None
+        if self.enforcer.backlog_pods >= wanted:
+            return None  # a whole batch still waits for the enforcer; its outcomes wake us
+        self.window_opened = None
+        if keeps_busy and ready_pods > wanted:
+            # The solver is behind: more shards wait than a batch of the target time holds.
+            # Fewer, larger batches drain them sooner (each solve has a fixed cost), as large
+            # as the solver has handled well in its budget.
+            wanted = max(wanted, self.sizer.most)
+        batch: list[str] = []
+        count = 0
+        for shard in ready:
+            if batch and count + len(members_by_shard[shard]) > wanted:
+                break
+            batch.append(shard)
+            count += len(members_by_shard[shard])
+        for shard in batch:
+            self.reporter.note_decision(members_by_shard[shard], raw, "allow", "")
+            self.noticed.pop(shard, None)
+        return Selection(batch, members_by_shard, len(ready))
+
+    def finish(
+        self, outcomes: Iterable[ShardOutcome], report: StepReport, now: float
+    ) -> list[BaseException]:
+        """Take in the shards the enforcer finished: retry the incomplete ones at once."""
+        errors: list[BaseException] = []
+        for outcome in outcomes:
+            if outcome.error is not None:
+                errors.append(outcome.error)
+            self.in_flight.discard(outcome.shard)
+            report.bound.extend(outcome.bound)
+            report.failed.extend(outcome.failed)
+            for name, _ in outcome.bound:
+                namespace, _, pod = name.partition("/")
+                self.reporter.forget((namespace, pod))
+            if outcome.complete:
+                self.retry.pop(outcome.shard, None)
+            else:
+                self.backoff(outcome.shard, now, immediate=True)
+        if report.failed:
+            report.next_step_in = 0.0
+        else:
+            retries = [t - now for _, t in self.retry.values() if t > now]  # past ones: no spin
+            report.next_step_in = max(0.0, min([report.next_step_in, *retries]))
+        return errors
+
+    def backoff(self, shard: str, now: float, immediate: bool = False) -> None:
+        attempts = self.retry.get(shard, (0, now))[0] + 1
+        delay = self.config.retry_base_seconds * 2 ** (attempts - 1)
+        if immediate and attempts == 1:
+            delay = 0.0
+        self.retry[shard] = (attempts, now + min(delay, self.config.retry_max_seconds))

@@ -1,0 +1,282 @@
+"""Reading: the snapshot one binder decision works on, built from the watch cache.
+
+The binder's other parts never look at raw objects to learn what the cluster holds; they get
+it from here: which pending pods are ours (by the enforcement mode's marker), which pods count
+on a node though unbound (gate mode's pins), and the snapshot the solver reads. Rebuilding the
+snapshot of a large cluster is the binder's costliest step besides the solve, so it is kept
+until the cache changes, and objects are parsed once (``ParseCache``).
+"""
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from models.cluster import Pod
+from models.errors import InputError
+from models.kube_objects import ParseCache, build_snapshot
+from models.policy import Policy
+from models.snapshot import Snapshot
+from placer.binder.cache import ClusterCache, PodKey, pod_key_of
+from placer.binder.config import BinderConfig
+from placer.binder.refusals import Refusals
+from placer.binder.volumes import volume_epoch, volume_inputs
+from placer.kube.adapter import KubeAdapter
+from placer.kube.objects import NODE_NAME_FIELD, gate_names
+
+log = logging.getLogger("placer.binder.loop")
+"""Every part of the binder logs as the binder: operators filter on one logger name."""
+
+Read = tuple[Snapshot, dict[PodKey, str], dict[PodKey, dict[str, Any]]]
+"""The snapshot, our pending pods' names by key, and those pods as the cache holds them."""
+
+
+class NoteDecision(Protocol):
+    def __call__(
+        self,
+        pods: list[PodKey],
+        raw: Mapping[PodKey, dict[str, Any]],
+        decision: str,
+        reason: str,
+        event_reason: str | None = None,
+    ) -> None: ...
+
+
+def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+def _deleting(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def by_key_name(key: PodKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def pinned_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pending pod is pinned to by a required ``metadata.name`` field affinity.
+
+    In gate mode a pinned, ungated pod waits for kube-scheduler to bind it; until then it
+    must still count on its node, or the next batch would hand its room to someone else.
+    """
+    required = ((spec(pod).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    nodes: set[str] = set()
+    terms = required.get("nodeSelectorTerms") or []
+    for term in terms:
+        names = [
+            tuple(f.get("values") or ())
+            for f in term.get("matchFields") or []
+            if f.get("key") == NODE_NAME_FIELD and f.get("operator") == "In"
+        ]
+        if len(names) != 1 or len(names[0]) != 1:
+            return None
+        nodes.add(str(names[0][0]))
+    return nodes.pop() if len(nodes) == 1 else None
+
+
+def _created(pod: Mapping[str, Any]) -> float | None:
+    raw = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _unknown_owners(pods: list[Pod], statefulsets: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """The StatefulSets our pods belong to (as the snapshot reads the owner) that we lack."""
+    known = {
+        (str(s["metadata"].get("namespace") or "default"), str(s["metadata"].get("name")))
+        for s in statefulsets
+    }
+    owners = {
+        (p.namespace, p.owner_name) for p in pods if p.owner_kind == "StatefulSet" and p.owner_name
+    }
+    return owners - known
+
+
+class Reader:
+    """Builds the snapshot from the cache, and says which pods are ours."""
+
+    def __init__(
+        self,
+        adapter: KubeAdapter,
+        policy: Policy,
+        config: BinderConfig,
+        cache: ClusterCache,
+        parse_cache: ParseCache,
+        refusals: Refusals,
+        note_decision: NoteDecision,
+        forget: Callable[[PodKey], None],
+    ) -> None:
+        self.adapter = adapter
+        self.policy = policy
+        self.config = config
+        self.cache = cache
+        self.parse_cache = parse_cache
+        self.refusals = refusals
+        self.note_decision = note_decision
+        self.forget = forget
+        """Told of each pending pod gone since the last read (its announcements go with it)."""
+        self.lists_volumes = False
+        self.owners_sought: set[tuple[str, str]] = set()
+        self.sets_read_at = float("-inf")
+        self.nodes_read_at = float("-inf")
+        self.first_seen: dict[PodKey, float] = {}
+        self.last_read: tuple[tuple[int, int], Read] | None = None
+        self.reads = 0
+        self.read_seconds = 0.0
+        """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
+
+    # -- which pods are ours -------------------------------------------------------------
+
+    def managed(self, pod: Mapping[str, Any]) -> bool:
+        return self.policy.selects(labels(pod))
+
+    def is_ours(self, pod: Mapping[str, Any]) -> bool:
+        """A pending managed pod this binder must place, by the enforcement mode's marker."""
+        pod_spec = spec(pod)
+        if pod_spec.get("nodeName") or _deleting(pod) or _terminal(pod) or not self.managed(pod):
+            return False
+        gates = gate_names(pod)
+        if self.config.enforce == "gate":
+            return self.config.gate in gates
+        return pod_spec.get("schedulerName") == self.policy.scheduler_name and not gates
+
+    # -- keeping the cache current -------------------------------------------------------
+
+    def refresh(self, now: float, follow_nodes: bool, resync: Callable[[], None]) -> None:
+        """Before a decision: a full list if the cache is not synced, else the periodic lists."""
+        every = self.config.node_refresh_seconds
+        if not self.cache.synced:
+            resync()
+            self.nodes_read_at = self.sets_read_at = now
+        else:
+            if not follow_nodes and now - self.nodes_read_at >= every:
+                self.cache.refresh_nodes()
+                self.nodes_read_at = now
+            if now - self.sets_read_at >= every:
+                self.cache.refresh_statefulsets()  # a scaled StatefulSet changes a shard's size
+                self.sets_read_at = now
+
+    def refresh_nodes(self, now: float) -> None:
+        self.cache.refresh_nodes()
+        self.nodes_read_at = now
+
+    # -- the snapshot --------------------------------------------------------------------
+
+    def read(self) -> Read:
+        """The snapshot this decision works on, and which pending pods are ours.
+
+        Rebuilt only when the cache changed since the last step: a batch window's steps mostly
+        look at the same cluster, and 15,000 pods are not re-read to learn nothing.
+        """
+        generation = (self.cache.generation, volume_epoch(self.lists_volumes, time.monotonic()))
+        if self.last_read is not None and self.last_read[0] == generation:
+            return self.last_read[1]
+        started = time.monotonic()
+        result = self.build()
+        self.reads += 1
+        self.read_seconds += time.monotonic() - started
+        self.last_read = (generation, result)
+        return result
+
+    def build(self) -> Read:
+        """Objects that do not parse are left out with a log line (and an event on our own
+        pods) rather than stopping the binder: one bad pod must not hold up every shard."""
+        nodes, pods, statefulsets = self.cache.objects()
+        objects: list[Mapping[str, Any]] = []
+        for node in nodes:
+            try:
+                self.parse_cache.node(node, self.policy, [])
+            except InputError as exc:
+                log.warning("node skipped: %s", exc)
+                continue
+            objects.append(node)
+        ours: dict[PodKey, str] = {}
+        raw: dict[PodKey, dict[str, Any]] = {}
+        unreadable: dict[PodKey, str] = {}
+        for pod in pods:
+            key = pod_key_of(pod)
+            mine = self.is_ours(pod)
+            try:
+                self.parse_cache.pod(pod)
+            except InputError as exc:
+                if mine:
+                    raw[key] = pod
+                    unreadable[key] = f"cannot read the pod: {exc}"
+                log.warning("pod skipped: %s", exc)
+                continue
+            if mine:
+                ours[key] = f"{key[0]}/{key[1]}"
+                raw[key] = pod
+                objects.append(self.refusals.without_refused(pod))
+            elif not spec(pod).get("nodeName") and self.managed(pod):
+                pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
+                if pin is not None and not self.refusals.observe(pod, pin):
+                    objects.append({**pod, "spec": {**spec(pod), "nodeName": pin}})
+                # Otherwise another scheduler's pending pod: not ours to place or count.
+            else:
+                objects.append(pod)
+        parsed = [self.parse_cache.pod(raw[k]) for k in ours]  # parsed above: cache hits
+        unknown = _unknown_owners(parsed, statefulsets) - self.owners_sought
+        if unknown:
+            self.owners_sought |= unknown  # one extra list per new owner, not one per step
+            # A StatefulSet newer than our list: its replicas are the shard's size, and
+            # without them the shard would be placed before all its members arrive.
+            self.cache.refresh_statefulsets()
+            statefulsets = self.cache.objects()[2]
+        objects.extend(statefulsets)
+        volumes, refused = volume_inputs(self.adapter, parsed, self.config.enforce == "bind")
+        self.lists_volumes = bool(volumes)
+        if refused:  # bind mode binds no volume: such pods are refused, and left out
+            objects = [o for o in objects if o.get("kind") != "Pod" or pod_key_of(o) not in refused]
+            unreadable.update({k: why for k, why in refused.items() if ours.pop(k, None)})
+        objects.extend(volumes)
+        snapshot = build_snapshot(objects, self.policy, self.parse_cache)
+        self.forget_gone(raw)
+        for key, reason in unreadable.items():
+            self.note_decision([key], raw, "reject", reason)
+            del raw[key]
+        return snapshot, ours, raw
+
+    def forget_gone(self, raw: Mapping[PodKey, dict[str, Any]]) -> None:
+        for key in [k for k in self.first_seen if k not in raw]:
+            self.first_seen.pop(key, None)
+            self.forget(key)
+        if self.parse_cache.size > 4 * (len(self.cache.pods) + 1000):
+            live = {
+                k
+                for k in map(
+                    ParseCache.key, [*self.cache.nodes.values(), *self.cache.pods.values()]
+                )
+                if k is not None
+            }
+            self.parse_cache.forget_except(live)
+
+    def arrival(self, key: PodKey, pod: Mapping[str, Any], now: float) -> float:
+        """When the pod started waiting: its creation time, so a restart does not reset waits."""
+        created = _created(pod)
+        first = self.first_seen.setdefault(key, now)
+        return created if created is not None else first
