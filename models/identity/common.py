@@ -1,10 +1,12 @@
 """Readings every formation shares: the cluster's name and the role a pod's labels give."""
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from models.cluster import Pod, Role
 from models.identity.config import DEFAULT_ROLE_VALUES
-from models.identity.facts import StatefulSetFacts, role_of
+from models.identity.facts import StatefulSetFacts, ordinal, role_of
+from models.identity.result import Identified, Unidentified
 from models.policy import Policy
 
 SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
@@ -70,3 +72,39 @@ def ordered(pod: Pod, policy: Policy, sets: StatefulSets, always: bool = False) 
         return True
     facts = owner_set(pod, sets)
     return bool(facts and facts.ordered and (facts.replicas or 0) > 1)
+
+
+Ordinal = tuple[Pod, str, int]
+"""A pod of a StatefulSet formation, its cluster name and its ordinal."""
+
+
+def ordinal_or_skip(pod: Pod, policy: Policy) -> tuple[str, int]:
+    """The pod's cluster name and StatefulSet ordinal; Skip when either is missing."""
+    cluster = cluster_name(pod, policy)
+    index = ordinal(pod)
+    if index is None:
+        raise Skip("has no StatefulSet ordinal (label apps.kubernetes.io/pod-index): pod skipped")
+    return cluster, index
+
+
+def by_statefulset(
+    pods: Sequence[Pod], policy: Policy, out: dict[str, Identified | Unidentified]
+) -> list[list[Ordinal]]:
+    """The pods grouped by their StatefulSet; a pod that cannot be read goes to ``out``."""
+    groups: dict[tuple[str, str], list[Ordinal]] = defaultdict(list)
+    for pod in pods:
+        try:
+            cluster, index = ordinal_or_skip(pod, policy)
+        except Skip as why:
+            out[pod.key] = Unidentified(str(why))
+            continue
+        groups[(pod.namespace, pod.owner_name or cluster)].append((pod, cluster, index))
+    return list(groups.values())
+
+
+def set_size(group: Sequence[Ordinal], sets: StatefulSets) -> tuple[int, str]:
+    """How many pods the group's StatefulSet makes, and where that was read."""
+    facts = owner_set(group[0][0], sets)
+    if facts is not None and facts.replicas is not None:
+        return facts.replicas, f"statefulset {facts.namespace}/{facts.name} spec.replicas"
+    return max(i for _, _, i in group) + 1, "the highest ordinal seen plus one"

@@ -8,7 +8,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from models.cluster import Pod, Role
-from models.identity.common import Skip, StatefulSets, cluster_name, labelled_role, ordered
+from models.identity.common import (
+    Skip,
+    StatefulSets,
+    labelled_role,
+    ordered,
+    ordinal_or_skip,
+)
 from models.identity.facts import ordinal, role_of
 from models.identity.result import Identified, Unidentified
 from models.policy import Policy
@@ -23,13 +29,8 @@ def read(
     groups: dict[tuple[str, str, Role], list[Pod]] = defaultdict(list)
     for pod in pods:
         try:
-            cluster = cluster_name(pod, policy)
             created = _created_as(pod, policy)
-            index = ordinal(pod)
-            if index is None:
-                raise Skip(
-                    "has no StatefulSet ordinal (label apps.kubernetes.io/pod-index): pod skipped"
-                )
+            cluster, index = ordinal_or_skip(pod, policy)
         except Skip as why:
             out[pod.key] = Unidentified(str(why))
             continue

@@ -1,19 +1,17 @@
 """One StatefulSet of ``shards * (R + 1)`` pods: shard = ordinal mod shards, and the first
 ``shards`` ordinals are the masters (the hyperspike valkey-operator's layout)."""
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 from models.cluster import Pod, Role
 from models.identity.common import (
     Skip,
     StatefulSets,
-    cluster_name,
+    by_statefulset,
     labelled_role,
     ordered,
-    owner_set,
+    set_size,
 )
-from models.identity.facts import ordinal
 from models.identity.result import Identified, Unidentified
 from models.policy import Policy
 from models.snapshot import Issue
@@ -23,29 +21,10 @@ def read(
     pods: Sequence[Pod], sets: StatefulSets, policy: Policy, issues: list[Issue]
 ) -> dict[str, Identified | Unidentified]:
     out: dict[str, Identified | Unidentified] = {}
-    by_set: dict[tuple[str, str], list[tuple[Pod, str, int]]] = defaultdict(list)
-    for pod in pods:
-        try:
-            cluster = cluster_name(pod, policy)
-            index = ordinal(pod)
-            if index is None:
-                raise Skip(
-                    "has no StatefulSet ordinal (label apps.kubernetes.io/pod-index): pod skipped"
-                )
-        except Skip as why:
-            out[pod.key] = Unidentified(str(why))
-            continue
-        by_set[(pod.namespace, pod.owner_name or cluster)].append((pod, cluster, index))
+    groups = by_statefulset(pods, policy, out)
     per_shard = policy.identity.replicas_per_shard + 1
-    for group in by_set.values():
-        facts = owner_set(group[0][0], sets)
-        if facts is not None and facts.replicas is not None:
-            nodes, source = (
-                facts.replicas,
-                f"statefulset {facts.namespace}/{facts.name} spec.replicas",
-            )
-        else:
-            nodes, source = max(i for _, _, i in group) + 1, "the highest ordinal seen plus one"
+    for group in groups:
+        nodes, source = set_size(group, sets)
         shards = max(1, nodes // per_shard)
         if nodes % per_shard:
             issues.append(
