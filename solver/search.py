@@ -151,8 +151,13 @@ def _neighbourhood(
             fits[sig] = {n.name for n in nodes if blocking_reason(pod, n) is None}
         for name in fits[sig]:
             wanted[name] += 1
-    # Weighted draw without replacement: nodes the drawn shards fit on first, mostly.
-    order = sorted(nodes, key=lambda n: -(4.0 * wanted[n.name] + 1.0) * rng.random())
+    # Weighted draw without replacement: nodes the drawn shards fit on, and nodes with room
+    # for the pods they displace, first (mostly: the draw is random).
+    room = _room(snapshot, placement)
+    order = sorted(
+        nodes,
+        key=lambda n: -(1.0 + 3.0 * min(1, wanted[n.name]) + 3.0 * room[n.name]) * rng.random(),
+    )
     chosen: set[str] = set()
     pods = 0
     for n in order:
@@ -169,6 +174,22 @@ def _neighbourhood(
     for name in chosen:
         freed |= placed_on[name]
     return freed, chosen
+
+
+def _room(snapshot: Snapshot, placement: Placement) -> dict[str, float]:
+    """Per node: the share of its memory the plan leaves free (0 to 1)."""
+    used: dict[str, int] = defaultdict(int)
+    for pod in snapshot.other_pods:
+        if pod.node_name:
+            used[pod.node_name] += pod.requests.memory
+    for m in snapshot.members:
+        node = m.pod.node_name or placement.node.get(m.key)
+        if node:
+            used[node] += m.pod.requests.memory
+    return {
+        n.name: max(0.0, 1 - used[n.name] / n.allocatable.memory) if n.allocatable.memory else 0.0
+        for n in snapshot.nodes
+    }
 
 
 def _fixed_snapshot(snapshot: Snapshot, placement: Placement, freed: set[str]) -> Snapshot:
