@@ -92,11 +92,13 @@ def improve(
         )
         steps += 1
         if solution is not None:
-            placement, optimal = solution
+            placement, optimal, whole = solution
             candidate = options.judge(placement)
             if options.order(candidate) < options.order(best):
                 current, best = placement, candidate
                 kept += 1
+            if optimal and whole:
+                break  # the whole problem, solved to optimality: no neighbourhood can do better
             size = min(MAX_SIZE, int(size * 1.3)) if optimal else max(MIN_SIZE, int(size / 1.3))
         else:
             size = max(MIN_SIZE, int(size / 1.3))
@@ -170,7 +172,7 @@ def _neighbourhood(
         )
         if pods >= size:
             break
-    freed = set(drawn)
+    freed = set(left_out if len(chosen) == len(nodes) else drawn)
     for name in chosen:
         freed |= placed_on[name]
     return freed, chosen
@@ -231,15 +233,21 @@ def _resolve(
     chosen: set[str],
     seconds: float,
     options: SearchOptions[Judged],
-) -> tuple[Placement, bool] | None:
-    """One neighbourhood re-solved: the whole plan with it changed, and whether CP-SAT proved
-    the neighbourhood optimal."""
+) -> tuple[Placement, bool, bool] | None:
+    """One neighbourhood re-solved: the whole plan with it changed, whether CP-SAT proved the
+    neighbourhood optimal, and whether the neighbourhood was the whole problem (every pending
+    shard free over every node, no candidate left out)."""
     fixed = _fixed_snapshot(snapshot, placement, freed)
     problem = _restrict(
         build_problem(fixed, policy, "place", max_variables=None), freed, chosen, placement
     )
     if not any(g.candidates for g in problem.groups):
         return None
+    whole = (
+        not problem.pruned
+        and all(g.shard in freed for g in problem.groups)
+        and len(chosen) >= sum(1 for n in snapshot.nodes if n.name in problem.node_class)
+    )
     solution = solve_classes(
         problem,
         ClassOptions(time_limit=seconds, workers=options.workers, seed=options.seed),
@@ -257,4 +265,4 @@ def _resolve(
         elif m.key in placement.node:
             out.node[m.key] = placement.node[m.key]
             out.role[m.key] = placement.role[m.key]
-    return out, solution.status == "OPTIMAL"
+    return out, solution.status == "OPTIMAL", whole

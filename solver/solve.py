@@ -249,7 +249,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start)),
                         lambda p: judge(_Candidate("cp-sat", p)),
                         _order,
-                        lambda c: _proven(snapshot, c, bounds),
+                        lambda c: _settled(snapshot, c, bounds, _gap_limit(policy, options)),
                         workers,
                         seed,
                         lambda phase: report(phase, None, None),
@@ -448,6 +448,22 @@ def _honest_status(
     if placed_all_possible and bounds.soft >= objective and not best.degraded:
         return "OPTIMAL", objective
     return "FEASIBLE", bound
+
+
+def _gap_limit(policy: Policy, options: SolveOptions) -> float:
+    return options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+
+
+def _settled(snapshot: Snapshot, candidate: _Candidate, bounds: _Bounds, gap: float) -> bool:
+    """Proven, or placing all it can within the relative gap asked for (solver.relativeGap)."""
+    if _proven(snapshot, candidate, bounds):
+        return True
+    if not gap or not bounds.known or not bounds.solvable or candidate.degraded:
+        return False
+    assert candidate.verdict is not None
+    objective = float(candidate.verdict.terms.get("total", 0.0))
+    unplaced = sum(1 for k in bounds.solvable if k not in candidate.placement.node)
+    return unplaced == bounds.unplaced and objective - bounds.soft <= gap * objective
 
 
 def _gap_warning(snapshot: Snapshot, best: _Candidate, bounds: _Bounds) -> list[str]:

@@ -94,3 +94,18 @@ def test_a_plan_not_proven_is_improved_within_the_limit_and_names_its_gap() -> N
         assert (gap > 0) == bool(named)
         if named:
             assert f"a gap of {gap} pods" in named[0]
+
+
+def test_a_neighbourhood_that_is_the_whole_problem_solved_optimally_ends_the_search() -> None:
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    snapshot = build_snapshot(flatten([awkward_cluster(4, 12, 8)]), policy)
+    judge = _judge(snapshot, policy)
+    start = greedy_placement(snapshot, policy)
+    result = improve(
+        snapshot,
+        policy,
+        start,
+        judge(start),
+        SearchOptions(time.monotonic() + 30, judge, lambda r: r, lambda _r: False),
+    )
+    assert result.steps == 1
