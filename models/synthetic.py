@@ -190,3 +190,77 @@ def _uneven_racks(
             counts[i % racks] += 1
         out[z] = [r for r, c in enumerate(counts) for _ in range(c)]
     return out
+
+
+AWKWARD_POOLS = {"small": ("4", "16Gi"), "medium": ("8", "32Gi"), "large": ("16", "64Gi")}
+
+
+def awkward_cluster(seed: int, nodes: int, shards: int) -> dict[str, Any]:
+    """Node pools, a tainted pool, NotReady and cordoned nodes; shards fully pending, partly
+    running (master running, replicas pending) or fully running, some pinned to pools by a
+    required node affinity, some tolerating the taint."""
+    rng = random.Random(seed)
+    items: list[dict[str, Any]] = []
+    names: list[str] = []
+    for i in range(nodes):
+        zone = f"zone-{'abc'[i % 3]}"
+        pool = list(AWKWARD_POOLS)[rng.randrange(3)]
+        cpu, memory = AWKWARD_POOLS[pool]
+        spec: dict[str, Any] = {}
+        if pool == "large" and rng.random() < 0.5:
+            spec["taints"] = [{"key": "dedicated", "value": "redis", "effect": "NoSchedule"}]
+        if rng.random() < 0.08:
+            spec["unschedulable"] = True
+        name = f"node-{i:03d}"
+        item = node(
+            name, zone, f"{zone}-rack-{i % 2}", cpu, memory, labels={"pool": pool}, spec=spec
+        )
+        if rng.random() < 0.05:
+            item["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        items.append(item)
+        names.append(name)
+    first_zone = set(names[::3])
+    for s in range(shards):
+        kind = rng.choice(["pending", "partly", "running"])
+        used: list[str] = []
+        for r in range(3):
+            running = kind == "running" or (kind == "partly" and r == 0)
+            # Carelessly placed: most running pods in the first zone, as a cluster that grew
+            # without survive in mind (so greedy must give up shards to keep majorities).
+            free = [n for n in names if n not in used]
+            skewed = [n for n in free if n in first_zone] if rng.random() < 0.7 else []
+            where = rng.choice(skewed or free) if running else None
+            if where:
+                used.append(where)
+            pod = redis_pod(
+                f"redis-{s}-{r}",
+                "redis",
+                str(s),
+                "master" if r == 0 else "replica",
+                "1",
+                "4Gi",
+                where,
+            )
+            spec = pod["spec"]
+            if s % 3 == 0:
+                spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+            if s % 4 == 1:
+                spec["affinity"] = {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "pool",
+                                            "operator": "In",
+                                            "values": ["small", "medium"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            items.append(pod)
+    return {"apiVersion": "v1", "kind": "List", "items": items}

@@ -38,6 +38,7 @@ from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
 from solver.placement import Placement, to_plan
 from solver.repair import Caps, repair
 from solver.rules import RULES
+from solver.search import SearchOptions, improve
 
 Progress = Callable[[str, float | None, float | None], None]
 """Called with (phase, objective, bound) while solving; objective and bound are the plan's own
@@ -237,6 +238,25 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     candidate, class_bounds = exact
                     candidates.append(judge(candidate))
                     bounds = _tighter(bounds, class_bounds)
+            best_so_far = min((c for c in candidates if not c.degraded), key=_order)
+            if not _proven(snapshot, best_so_far, bounds):
+                found = improve(
+                    snapshot,
+                    policy,
+                    best_so_far.placement,
+                    best_so_far,
+                    SearchOptions(
+                        work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start)),
+                        lambda p: judge(_Candidate("cp-sat", p)),
+                        _order,
+                        lambda c: _settled(snapshot, c, bounds, _gap_limit(policy, options)),
+                        workers,
+                        seed,
+                        lambda phase: report(phase, None, None),
+                    ),
+                )
+                if found.best is not best_so_far:
+                    candidates.append(found.best)
     else:
         report("greedy", None, None)
         baseline = _baseline(snapshot, policy, mode)
@@ -332,6 +352,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             "explanation": best.placement.explanation,
             "bound_note": bound_note,
             "stay_reasons": stay_reasons,
+            "warnings": [*plan.warnings, *_gap_warning(snapshot, best, bounds)],
         }
     )
     report("done", objective, bound)
@@ -429,9 +450,45 @@ def _honest_status(
     return "FEASIBLE", bound
 
 
+def _gap_limit(policy: Policy, options: SolveOptions) -> float:
+    return options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+
+
+def _settled(snapshot: Snapshot, candidate: _Candidate, bounds: _Bounds, gap: float) -> bool:
+    """Proven, or placing all it can within the relative gap asked for (solver.relativeGap)."""
+    if _proven(snapshot, candidate, bounds):
+        return True
+    if not gap or not bounds.known or not bounds.solvable or candidate.degraded:
+        return False
+    assert candidate.verdict is not None
+    objective = float(candidate.verdict.terms.get("total", 0.0))
+    unplaced = sum(1 for k in bounds.solvable if k not in candidate.placement.node)
+    return unplaced == bounds.unplaced and objective - bounds.soft <= gap * objective
+
+
+def _gap_warning(snapshot: Snapshot, best: _Candidate, bounds: _Bounds) -> list[str]:
+    """The pods between the plan's unplaced and its own proven bound, when there are any."""
+    if not bounds.known or not bounds.solvable:
+        return []
+    left = sum(1 for k in bounds.solvable if k not in best.placement.node)
+    gap = left - bounds.unplaced
+    if gap <= 0:
+        return []
+    pending = len(snapshot.pending)
+    return [
+        f"not proven: {left} placeable pending pods left unplaced against a proven bound "
+        f"(unplacedBound) of {bounds.unplaced}: a gap of {gap} pods, "
+        f"{gap / pending:.1%} of the {pending} pending (a longer --time-limit may close it)"
+    ]
+
+
 def _pending_left(snapshot: Snapshot, placement: Placement) -> bool:
     return any(m.key not in placement.node for m in snapshot.pending if not m.pod.deleting)
 
+
+EXPLAIN_RESERVE = 0.3
+"""Seconds the search leaves, beyond the finish reserve, for explaining the pods left out
+(solver/explain.py skips its conflict model when even that is too little)."""
 
 SMALL_CLASS_MODEL = 5_000
 """Class-model size (decision variables) below which place mode also solves it: it is exact on

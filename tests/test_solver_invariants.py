@@ -15,6 +15,7 @@ from solver.check import check_plan, evaluate_objective
 from solver.greedy import greedy_plan
 from solver.levels.topdown import LevelsResult
 from solver.placement import Placement
+from solver.search import SearchResult
 from solver.solve import SolveOptions, solve
 from tests.kube_dicts import node, redis_pod, snapshot
 
@@ -86,6 +87,7 @@ def test_the_plan_names_greedy_when_greedy_placed_it(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(solve_module, "place_by_levels", nothing)
     monkeypatch.setattr(solve_module, "SMALL_CLASS_MODEL", 0)
+    monkeypatch.setattr(solve_module, "improve", lambda *a: SearchResult(a[3], 0, 0))
     plan = solve(snap, policy, "place", SolveOptions(time_limit=10))
     assert plan.engine == "greedy"
     assert not plan.unplaced

@@ -7,10 +7,8 @@ to its return, in process.
 """
 
 import json
-import random
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -19,7 +17,7 @@ from click.testing import CliRunner
 import placer
 import placer.commands.plan
 import placer.rebalance.command
-from models.synthetic import node, redis_pod
+from models.synthetic import awkward_cluster
 from placer.cli import main
 
 # Imported here, not inside the timed call: the commands load OR-tools lazily, a one-off cost of
@@ -28,80 +26,6 @@ assert placer.commands.plan.command and placer.rebalance.command.command
 # The first command of a process counts from the process start; the ones timed here count from
 # their call, as every later command does.
 placer.command_started()
-
-POOLS = {"small": ("4", "16Gi"), "medium": ("8", "32Gi"), "large": ("16", "64Gi")}
-
-
-def awkward_cluster(seed: int, nodes: int, shards: int) -> dict[str, Any]:
-    """Node pools, a tainted pool, NotReady and cordoned nodes; shards fully pending, partly
-    running (master running, replicas pending) or fully running, some pinned to pools by a
-    required node affinity, some tolerating the taint."""
-    rng = random.Random(seed)
-    items: list[dict[str, Any]] = []
-    names: list[str] = []
-    for i in range(nodes):
-        zone = f"zone-{'abc'[i % 3]}"
-        pool = list(POOLS)[rng.randrange(3)]
-        cpu, memory = POOLS[pool]
-        spec: dict[str, Any] = {}
-        if pool == "large" and rng.random() < 0.5:
-            spec["taints"] = [{"key": "dedicated", "value": "redis", "effect": "NoSchedule"}]
-        if rng.random() < 0.08:
-            spec["unschedulable"] = True
-        name = f"node-{i:03d}"
-        item = node(
-            name, zone, f"{zone}-rack-{i % 2}", cpu, memory, labels={"pool": pool}, spec=spec
-        )
-        if rng.random() < 0.05:
-            item["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-        items.append(item)
-        names.append(name)
-    first_zone = set(names[::3])
-    for s in range(shards):
-        kind = rng.choice(["pending", "partly", "running"])
-        used: list[str] = []
-        for r in range(3):
-            running = kind == "running" or (kind == "partly" and r == 0)
-            # Carelessly placed: most running pods in the first zone, as a cluster that grew
-            # without survive in mind (so greedy must give up shards to keep majorities).
-            free = [n for n in names if n not in used]
-            skewed = [n for n in free if n in first_zone] if rng.random() < 0.7 else []
-            where = rng.choice(skewed or free) if running else None
-            if where:
-                used.append(where)
-            pod = redis_pod(
-                f"redis-{s}-{r}",
-                "redis",
-                str(s),
-                "master" if r == 0 else "replica",
-                "1",
-                "4Gi",
-                where,
-            )
-            spec = pod["spec"]
-            if s % 3 == 0:
-                spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
-            if s % 4 == 1:
-                spec["affinity"] = {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "pool",
-                                            "operator": "In",
-                                            "values": ["small", "medium"],
-                                        }
-                                    ]
-                                }
-                            ]
-                        }
-                    }
-                }
-            items.append(pod)
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
 
 CASES = [
     # (seed, nodes, shards, survive, command, limit seconds)

@@ -1,0 +1,111 @@
+"""The neighbourhood search never makes a plan worse than the one it started from, by the
+checker's ranking (pods placed, hard violations, objective), and ends within its time."""
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from models.kube_objects import build_snapshot, flatten
+from models.plan import Plan
+from models.policy import Policy
+from models.snapshot import Snapshot
+from models.synthetic import awkward_cluster
+from solver.check import assess
+from solver.greedy import greedy_placement
+from solver.placement import Placement, to_plan
+from solver.search import SearchOptions, improve
+from solver.solve import SolveOptions, solve
+
+Rank = tuple[int, int, float]
+
+
+def _case(seed: int, survive: str) -> tuple[Snapshot, Policy]:
+    policy = Policy.model_validate({"rules": {"survive": survive}})
+    return build_snapshot(flatten([awkward_cluster(seed, 40, 60)]), policy), policy
+
+
+def _rank(snapshot: Snapshot, policy: Policy, plan: Plan) -> Rank:
+    """The checker's ranking: pending pods left unplaced, hard violations, objective."""
+    verdict = assess(snapshot, policy, plan)
+    placed = {a.pod for a in plan.assignments if a.node}
+    unplaced = sum(1 for m in snapshot.pending if m.key not in placed)
+    hard = sum(1 for v in verdict.violations if v.severity == "hard")
+    return (unplaced, hard, float(verdict.terms.get("total", 0.0)))
+
+
+def _judge(snapshot: Snapshot, policy: Policy) -> Callable[[Placement], Rank]:
+    def judge(placement: Placement) -> Rank:
+        return _rank(snapshot, policy, to_plan(snapshot, placement, "place", "FEASIBLE"))
+
+    return judge
+
+
+@pytest.mark.parametrize(("seed", "survive"), [(1, "zone"), (2, "rack"), (3, "none")])
+def test_the_search_never_ranks_worse_than_its_start_and_ends_in_time(
+    seed: int, survive: str
+) -> None:
+    snapshot, policy = _case(seed, survive)
+    judge = _judge(snapshot, policy)
+    start = greedy_placement(snapshot, policy)
+    judged: list[Rank] = []
+
+    def recording(placement: Placement) -> Rank:
+        rank = judge(placement)
+        judged.append(rank)
+        return rank
+
+    first = judge(start)
+    until = time.monotonic() + 2.0
+    result = improve(
+        snapshot,
+        policy,
+        start,
+        first,
+        SearchOptions(until, recording, lambda r: r, lambda _r: False, seed=seed),
+    )
+    ended = time.monotonic()
+    assert result.steps > 0 and judged, "the search never re-solved a neighbourhood"
+    assert result.best <= first
+    assert result.best == min([first, *judged])
+    assert ended <= until + 0.2, f"the search ran {ended - until:.2f}s past its deadline"
+
+
+def test_a_plan_not_proven_is_improved_within_the_limit_and_names_its_gap() -> None:
+    snapshot, policy = _case(1, "zone")
+    limit = 2.0
+    phases: list[tuple[float, str]] = []
+    began = time.monotonic()
+    plan = solve(
+        snapshot,
+        policy,
+        "place",
+        SolveOptions(time_limit=limit, progress=lambda p, *_: phases.append((time.monotonic(), p))),
+    )
+    took = time.monotonic() - began
+    assert took <= limit * 1.1, f"solve took {took:.2f}s against a limit of {limit}"
+    greedy = _judge(snapshot, policy)(greedy_placement(snapshot, policy))
+    assert _rank(snapshot, policy, plan) <= greedy
+    stamps = [t for t, _ in phases]
+    assert all(b - a <= 2.0 for a, b in zip([began, *stamps], stamps, strict=False))
+    if plan.status != "OPTIMAL" and plan.unplaced_bound is not None:
+        gap = len(plan.unplaced) - plan.unplaced_bound
+        named = [w for w in plan.warnings if w.startswith("not proven")]
+        assert (gap > 0) == bool(named)
+        if named:
+            assert f"a gap of {gap} pods" in named[0]
+
+
+def test_a_neighbourhood_that_is_the_whole_problem_solved_optimally_ends_the_search() -> None:
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    snapshot = build_snapshot(flatten([awkward_cluster(4, 12, 8)]), policy)
+    judge = _judge(snapshot, policy)
+    start = greedy_placement(snapshot, policy)
+    result = improve(
+        snapshot,
+        policy,
+        start,
+        judge(start),
+        SearchOptions(time.monotonic() + 30, judge, lambda r: r, lambda _r: False),
+    )
+    assert result.steps == 1
