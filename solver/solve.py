@@ -67,6 +67,10 @@ class SolveOptions:
     progress: Progress | None = None
     hint: bool = True
     explain: bool = True
+    search: bool = True
+    """Spend what is left of the budget improving a plan that is not proven (solver/search.py).
+    The binder turns it off: its next batch comes within a second, and a batch that searched
+    its whole budget would hold every shard behind it."""
     caps: Caps | None = None
     """Rebalance: what one run may change (``--max-moves``, ``--max-failovers``); candidates are
     ranked by what their changes leave within these caps. None: the plan as a whole."""
@@ -239,7 +243,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     candidates.append(judge(candidate))
                     bounds = _tighter(bounds, class_bounds)
             best_so_far = min((c for c in candidates if not c.degraded), key=_order)
-            if not _proven(snapshot, best_so_far, bounds):
+            if options.search and not _proven(snapshot, best_so_far, bounds):
                 found = improve(
                     snapshot,
                     policy,
