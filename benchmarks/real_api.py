@@ -30,9 +30,9 @@ the next):
 
 Pods are created shard by shard (master first) by ``--creators`` threads. A watch records when
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
-time to the first bind, p50/p90 from a shard's last pod created to its first bind, hard and
-soft violations of the result by the independent checker (``solver.check.audit``), the worst
-single-zone master loss, the load average at start and end, and the CPU seconds each process
+time to the first bind, p50/p90/p99 from a shard's last pod created to its first bind, hard
+and soft violations of the result by the independent checker (``solver.check.audit``), the
+worst single-zone and single-rack master loss, the load average at start and end, and the CPU seconds each process
 used. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
 into DIR, as collapsed stacks.
 """
@@ -396,10 +396,12 @@ class RunResult:
     first_bind: float
     shard_p50: float
     shard_p90: float
+    shard_p99: float
     hard: int
     soft: int
     soft_rules: dict[str, int]
     zone_master_loss: float
+    rack_master_loss: float
     load_start: float
     load_end: float
     cpu: dict[str, float] = field(default_factory=dict)
@@ -438,8 +440,11 @@ def create_pods(
     return started
 
 
-def judge(adapter: KubernetesAdapter, namespace: str) -> tuple[int, int, dict[str, int], float]:
-    """Hard and soft violations of the placement, and the worst single-zone master loss."""
+def judge(
+    adapter: KubernetesAdapter, namespace: str
+) -> tuple[int, int, dict[str, int], float, float]:
+    """Hard and soft violations of the placement, and the worst single-zone and single-rack
+    master loss."""
     nodes = adapter.list_nodes(label_selector="bench=node")
     pods = adapter.list_pods(namespace)
     snapshot = build_snapshot([*nodes, *pods], POLICY)
@@ -448,7 +453,8 @@ def judge(adapter: KubernetesAdapter, namespace: str) -> tuple[int, int, dict[st
     soft_rules = Counter(v.rule for v in violations if v.severity == "soft")
     losses = worst_domain_loss(snapshot, POLICY, keep_plan(snapshot))
     zone = next((d.master_loss_ratio for d in losses if d.level == "zone"), 0.0)
-    return hard, sum(soft_rules.values()), dict(soft_rules), zone
+    rack = next((d.master_loss_ratio for d in losses if d.level == "rack"), 0.0)
+    return hard, sum(soft_rules.values()), dict(soft_rules), zone, rack
 
 
 def delete_pods(core: CoreV1Api, namespace: str) -> None:
@@ -511,7 +517,7 @@ def run_placer(
         for names in by_shard.values()
         if any(n in bound_at for n in names)
     ]
-    hard, soft, soft_rules, zone_loss = judge(adapter, namespace)
+    hard, soft, soft_rules, zone_loss, rack_loss = judge(adapter, namespace)
     seconds = last - started
     result = RunResult(
         mode=mode,
@@ -524,10 +530,12 @@ def run_placer(
         first_bind=(min(bound_at.values()) - started) if bound_at else float("nan"),
         shard_p50=statistics.median(latencies) if latencies else float("nan"),
         shard_p90=_quantile(latencies, 0.9),
+        shard_p99=_quantile(latencies, 0.99),
         hard=hard,
         soft=soft,
         soft_rules=soft_rules,
         zone_master_loss=zone_loss,
+        rack_master_loss=rack_loss,
         load_start=load_start,
         load_end=load_end,
         cpu=cpu,
@@ -664,9 +672,11 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
         "first bind s",
         "shard p50 s",
         "shard p90 s",
+        "shard p99 s",
         "hard",
         "soft",
         "worst zone master loss",
+        "worst rack master loss",
         "load start/end",
     ]
     yield " | ".join(headers)
@@ -687,10 +697,16 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
                 f"{r.first_bind:.2f}",
                 f"{r.shard_p50:.2f}",
                 f"{r.shard_p90:.2f}",
+                f"{r.shard_p99:.2f}",
                 *(
-                    ("-", "-", "-")  # it decides nothing: no roles, no rules to judge
+                    ("-", "-", "-", "-")  # it decides nothing: no roles, no rules to judge
                     if r.mode == "trivial"
-                    else (str(r.hard), soft, f"{r.zone_master_loss:.1%}")
+                    else (
+                        str(r.hard),
+                        soft,
+                        f"{r.zone_master_loss:.1%}",
+                        f"{r.rack_master_loss:.1%}",
+                    )
                 ),
                 f"{r.load_start:.1f} / {r.load_end:.1f}",
             ]
