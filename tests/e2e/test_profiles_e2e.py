@@ -295,9 +295,25 @@ def _wait_ready(api: ApiClient, namespace: str, count: int, timeout: float) -> b
     return _ready_count(api, namespace) >= count
 
 
-def _needs(control_plane: ControlPlane) -> None:
+def _prepare(
+    control_plane: ControlPlane, api: ApiClient, run_id: str, name: str
+) -> tuple[Deployment, Policy]:
+    """The deployment, its profile's policy and the 24 nodes; skips without kube-scheduler."""
     if not control_plane.scheduler_running:
         pytest.skip("needs kube-scheduler in KUBEBUILDER_ASSETS: it binds the ungated pods")
+    deployment = DEPLOYMENTS[name]
+    policy = Policy.model_validate({"identity": {"profile": name, **deployment.policy}})
+    create_nodes(api, run_id)
+    return deployment, policy
+
+
+def _described(outcome: Outcome) -> str:
+    return (
+        f"all Ready in {outcome.seconds:.1f}s, hard violations {len(outcome.hard)}, "
+        f"replicas in their master's zone {outcome.replicas_in_master_zone}, "
+        f"most masters on a node {outcome.most_masters_on_a_node}, "
+        f"largest zone share of masters {outcome.largest_zone_master_share:.0%}"
+    )
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -307,10 +323,7 @@ def _needs(control_plane: ControlPlane) -> None:
 def test_the_deployment_is_placed_by_the_binder_soundly(
     controller_manager: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str, name: str
 ) -> None:
-    _needs(controller_manager)
-    deployment = DEPLOYMENTS[name]
-    policy = Policy.model_validate({"identity": {"profile": name, **deployment.policy}})
-    create_nodes(kube_api, run_id)
+    deployment, policy = _prepare(controller_manager, kube_api, run_id, name)
     client = controller_manager.api_client()
     with (
         admission_policy(kube_api, name, namespace),
@@ -319,12 +332,7 @@ def test_the_deployment_is_placed_by_the_binder_soundly(
         outcome = run_deployment(kube_api, namespace, run_id, deployment, policy)
     client.close()
     pinned = [p for p in outcome.pods if pinned_node(p) == (p.get("spec") or {}).get("nodeName")]
-    print(
-        f"\n{name} with the binder: all Ready in {outcome.seconds:.1f}s, "
-        f"replicas in their master's zone {outcome.replicas_in_master_zone}, "
-        f"most masters on a node {outcome.most_masters_on_a_node}, "
-        f"largest zone share of masters {outcome.largest_zone_master_share:.0%}"
-    )
+    print(f"\n{name} with the binder: {_described(outcome)}")
     assert len(pinned) == len(outcome.pods), "every pod is placed by the binder's pin"
     assert outcome.hard == []
     assert outcome.replicas_in_master_zone == 0
@@ -344,16 +352,7 @@ def test_the_stock_scheduler_alone_on_the_same_pods(
     controller_manager: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str, name: str
 ) -> None:
     """What the deployment gets without redis-placer: measured for comparison, not judged."""
-    _needs(controller_manager)
-    deployment = DEPLOYMENTS[name]
-    policy = Policy.model_validate({"identity": {"profile": name, **deployment.policy}})
-    create_nodes(kube_api, run_id)
+    deployment, policy = _prepare(controller_manager, kube_api, run_id, name)
     outcome = run_deployment(kube_api, namespace, run_id, deployment, policy)
-    print(
-        f"\n{name} with the stock scheduler: all Ready in {outcome.seconds:.1f}s, "
-        f"hard violations {len(outcome.hard)}, "
-        f"replicas in their master's zone {outcome.replicas_in_master_zone}, "
-        f"most masters on a node {outcome.most_masters_on_a_node}, "
-        f"largest zone share of masters {outcome.largest_zone_master_share:.0%}"
-    )
+    print(f"\n{name} with the stock scheduler: {_described(outcome)}")
     assert len(outcome.snapshot.members) == len(outcome.pods)
