@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
@@ -904,25 +904,13 @@ class KubernetesAdapter:
 
     def delete_pdb(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete the PDB (only the one with ``uid``, when given); False when it was gone."""
-        action = f"delete poddisruptionbudget {namespace}/{name}"
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
-        try:
-            self.policy.delete_namespaced_pod_disruption_budget(
-                name,
-                namespace,
-                body=body,  # type: ignore[arg-type]
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
-        except ApiException as exc:
-            if exc.status in (404, 409):  # gone, or replaced by a namesake (uid precondition)
-                return False
-            raise KubeApiError(action, *_failure(exc)) from exc
-        except Exception as exc:
-            raise KubeApiError(action, *_failure(exc)) from exc
-        return True
+        return self._delete_as_it_was(
+            f"delete poddisruptionbudget {namespace}/{name}",
+            self.policy.delete_namespaced_pod_disruption_budget,
+            namespace,
+            name,
+            uid=uid,
+        )
 
     def delete_pod(
         self,
@@ -933,25 +921,42 @@ class KubernetesAdapter:
     ) -> bool:
         """Delete the pod only as it was (uid, resourceVersion): a pending pod whose pin
         kube-scheduler refused, for its controller to recreate. False when it changed or went."""
-        action = f"delete pod {namespace}/{name}"
+        return self._delete_as_it_was(
+            f"delete pod {namespace}/{name}",
+            self.core.delete_namespaced_pod,
+            namespace,
+            name,
+            uid=uid,
+            resourceVersion=resource_version,
+        )
+
+    def _delete_as_it_was(
+        self,
+        action: str,
+        delete: Callable[..., Any],
+        namespace: str,
+        name: str,
+        **preconditions: str | None,
+    ) -> bool:
+        """One delete with the preconditions given; False when the object was gone, or no
+        longer the one they name (404, 409). The answer is read, so its connection goes back to
+        the pool."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        preconditions = {
-            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
-        }
-        if preconditions:
-            body["preconditions"] = preconditions
+        given = {k: v for k, v in preconditions.items() if v}
+        if given:
+            body["preconditions"] = given
         try:
             _read(
-                self.core.delete_namespaced_pod(
+                delete(
                     name,
                     namespace,
-                    body=body,  # type: ignore[arg-type]
+                    body=body,
                     _preload_content=False,
                     _request_timeout=self.request_timeout,
                 )
             )
         except ApiException as exc:
-            if exc.status in (404, 409):  # gone, or changed since (a precondition failed)
+            if exc.status in (404, 409):
                 return False
             raise KubeApiError(action, *_failure(exc)) from exc
         except Exception as exc:
