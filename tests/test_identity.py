@@ -56,7 +56,7 @@ def test_ot_operator_before_the_followers_exist_plans_for_them() -> None:
         2,
         True,
     )
-    (stand_in,) = expected_members(snap.members)
+    (stand_in,) = expected_members(snap)
     assert is_expected(stand_in) and stand_in.role is Role.REPLICA
     assert stand_in.shard_key == member.shard_key
     decision = decide(gangs(snap, {member.key}, {member.key: 0.0})[0], Policy().permit)
@@ -153,7 +153,7 @@ def test_labels_profile_with_an_ordered_statefulset_is_placed_member_by_member()
     snap = read(Policy(), [sts], pods)
     (member,) = snap.members
     assert member.ordered and member.shard_size == 3 and member.role is None
-    assert len(expected_members(snap.members)) == 2
+    assert len(expected_members(snap)) == 2
 
 
 def test_profiles_do_not_select_each_others_pods() -> None:

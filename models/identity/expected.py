@@ -7,9 +7,8 @@ stand-ins, never enforced, so that room stays where the later members should go.
 counted, not named: when a real member arrives it takes the place of one stand-in.
 """
 
-from collections.abc import Iterable
-
 from models.cluster import Member, Pod, Role
+from models.snapshot import Snapshot
 
 EXPECTED_MARK = "~expected-"
 """In a stand-in's pod name. ``~`` never occurs in a Kubernetes name, so no real pod collides."""
@@ -19,14 +18,14 @@ def is_expected(member: Member) -> bool:
     return EXPECTED_MARK in member.pod.name
 
 
-def expected_members(members: Iterable[Member]) -> list[Member]:
-    """Stand-ins for the missing members of every ordered shard whose size is known."""
-    by_shard: dict[str, list[Member]] = {}
-    for member in members:
-        if not member.pod.deleting:
-            by_shard.setdefault(member.shard_key, []).append(member)
+def expected_members(snapshot: Snapshot) -> list[Member]:
+    """Stand-ins for the missing members of every ordered shard whose size is known (its
+    shards are grouped once per snapshot: the binder asks at every batch)."""
     out: list[Member] = []
-    for shard_key, group in sorted(by_shard.items()):
+    for shard_key, members in snapshot.shards.items():
+        group = [m for m in members if not m.pod.deleting]
+        if not group:
+            continue
         template = group[0]
         size = max((m.shard_size or 0) for m in group)
         if not any(m.ordered for m in group) or size <= len(group):

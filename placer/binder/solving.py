@@ -105,9 +105,7 @@ class Solving:
         ready = set(shards)
         members = [m for m in snapshot.members if not m.pod.pending or m.shard_key in ready]
         # Room for the members ordered shards will have later (never enforced: no pod).
-        batch = snapshot.model_copy(
-            update={"members": (*members, *expected_members(snapshot.members))}
-        )
+        batch = snapshot.model_copy(update={"members": (*members, *expected_members(snapshot))})
         batch_id = f"{self.run_id}-{next(self.batches)}"
         solved_pods = sum(1 for m in members if m.pod.pending)
         started = time.monotonic()

@@ -103,7 +103,7 @@ def _apply(
     def healthy(shard_key: str) -> int:
         """Ready, not terminating members of one shard, read from the API for that shard only."""
         namespace = shard_key.split("/", 1)[0]
-        names = {m.pod.name for m in snapshot.members if m.shard_key == shard_key}
+        names = {m.pod.name for m in snapshot.shards.get(shard_key, ())}
         selector = ",".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
         count = 0
         for obj in adapter.list_pods(namespace=namespace, label_selector=selector):
