@@ -12,6 +12,7 @@ from typing import Any, cast
 import yaml
 from pydantic import ValidationError
 
+from models import json_text
 from models.cluster import (
     Member,
     Node,
@@ -53,7 +54,7 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
     docs: list[Any]
     try:
         if stripped.startswith("{") or stripped.startswith("["):
-            docs = [json.loads(text)]
+            docs = [json_text.loads(text)]
         elif _nested_too_deeply(text):
             raise RecursionError
         else:
@@ -174,6 +175,13 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
         raise InputError(
             "must be a mapping of resource names to quantities", obj=where, field=field
         )
+    try:
+        key: tuple[Any, ...] | None = tuple(raw.items())
+        known = _AMOUNTS_SEEN.get(key)
+    except TypeError:  # a value that is no quantity at all: judged below, where it is named
+        key, known = None, None
+    if known is not None:
+        return dict(known)
     amounts: dict[str, int] = {}
     for name, value in raw.items():
         at = f"{field}.{name}"
@@ -189,7 +197,14 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
                 amounts[str(name)] = convert(value)
         except QuantityError as exc:
             raise InputError(str(exc), obj=where, field=at) from None
+    if key is not None and len(_AMOUNTS_SEEN) < _REQUESTS_LIMIT:
+        _AMOUNTS_SEEN[key] = dict(amounts)
     return amounts
+
+
+_AMOUNTS_SEEN: dict[tuple[Any, ...], dict[str, int]] = {}
+"""Amounts that read without error, by their raw items: the nodes of a pool and the containers
+of a StatefulSet repeat the same few."""
 
 
 def _resources(raw: object, where: str, field: str) -> Resources:
@@ -343,6 +358,46 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     )
 
 
+_META_PARSED = ("name", "namespace", "uid", "labels", "ownerReferences", "deletionTimestamp")
+"""What ``parse_pod`` reads of a pod's metadata, annotations and resourceVersion aside."""
+
+
+def placed_again(earlier: tuple[Mapping[str, Any], Pod], obj: Mapping[str, Any]) -> Pod | None:
+    """``obj`` parsed from an earlier parse of the same pod, when the two differ only in what
+    changes as a pod is bound and labelled: its node, its annotations, its resourceVersion and
+    its status. None when anything else differs (then it is parsed afresh).
+
+    The binder sees each pod three times or more on its way to running (pending, assumed on
+    its node, bound); parsing its requests, tolerations and affinity again each time was a
+    third of its reading.
+    """
+    before, pod = earlier
+    meta, old_meta = obj.get("metadata") or {}, before.get("metadata") or {}
+    if any(meta.get(k) != old_meta.get(k) for k in _META_PARSED):
+        return None
+    spec, old_spec = obj.get("spec") or {}, before.get("spec") or {}
+    if any(
+        spec.get(k) != old_spec.get(k) for k in spec.keys() | old_spec.keys() if k != "nodeName"
+    ):
+        return None
+    annotations = meta.get("annotations") or {}
+    status = obj.get("status") or {}
+    node, ip = spec.get("nodeName"), status.get("podIP")
+    if not isinstance(annotations, Mapping) or not all(
+        isinstance(v, str | None) for v in (node, ip, status.get("phase"))
+    ):
+        return None  # a shape a fresh parse must judge
+    return pod.model_copy(
+        update={
+            "annotations": {str(k): str(v) for k, v in annotations.items()},
+            "node_name": node or None,
+            "phase": str(status.get("phase") or "Pending"),
+            "pod_ip": ip,
+            "resource_version": str(meta.get("resourceVersion") or ""),
+        }
+    )
+
+
 def _parsed(parse: Any, obj: Mapping[str, Any], *args: Any) -> Any:
     """Run a parser, turning any shape error deep inside the object into an error naming it."""
     try:
@@ -426,6 +481,9 @@ class ParseCache:
         self.pods: dict[tuple[str, str], Pod] = {}
         self.nodes: dict[tuple[str, str], tuple[Node, tuple[Issue, ...]]] = {}
         self.members: dict[tuple[str, str, str, str, Role | None, int | None, bool], Member] = {}
+        self._latest: dict[str, tuple[Mapping[str, Any], Pod]] = {}
+        """The newest parse of each pod (by uid): a binding or an annotation changes a pod
+        without changing what most of its parse reads, so that parse is reused."""
 
     @staticmethod
     def key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -455,7 +513,12 @@ class ParseCache:
             return cast(Pod, _parsed(parse_pod, obj))
         pod = self.pods.get(key)
         if pod is None:
-            pod = self.pods[key] = _parsed(parse_pod, obj)
+            earlier = self._latest.get(key[0])
+            pod = placed_again(earlier, obj) if earlier is not None else None
+            if pod is None:
+                pod = _parsed(parse_pod, obj)
+            self.pods[key] = pod
+            self._latest[key[0]] = (obj, pod)
         return pod
 
     def node(self, obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> Node:
@@ -500,6 +563,8 @@ class ParseCache:
     def forget_except(self, live: set[tuple[str, str]]) -> None:
         """Drop entries of objects that changed or went away, so the cache stays bounded."""
         self.pods = {k: v for k, v in self.pods.items() if k in live}
+        names = {name for name, _ in live}
+        self._latest = {k: v for k, v in self._latest.items() if k in names}
         self._seen = {i: seen for i, seen in self._seen.items() if self.key(seen[0]) in live}
         self.nodes = {k: v for k, v in self.nodes.items() if k in live}
         self.members = {k: v for k, v in self.members.items() if k[:2] in live}

@@ -945,6 +945,8 @@ def standing_violations(snapshot: Snapshot, plan: Plan) -> list[Violation]:
     * A shard left out of planning that runs two masters (``Snapshot.skipped_members``): two
       Redis masters for one slot range.
     """
+    if not any(t.effect == "NoExecute" for node in snapshot.nodes for t in node.taints):
+        return _two_running_masters(snapshot)  # no node evicts: no member to walk
     return _standing(snapshot, _View(snapshot, plan))
 
 

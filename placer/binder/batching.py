@@ -77,6 +77,14 @@ class BatchSizer:
         wanted = max(wanted, self.floor_pods)
         return max(self.min_pods, min(self.max_pods, self.ceiling_pods, wanted))
 
+    def predict(self, pods: int) -> float:
+        """Seconds a solve of ``pods`` pending pods is expected to take, from the recent solves."""
+        line = self.cost_line()
+        if line is None:
+            return pods * self.seconds_per_pod
+        fixed, per_pod = line
+        return fixed + per_pod * pods
+
     def cost_line(self) -> tuple[float, float] | None:
         """(fixed seconds, seconds per pod) fitted to the recent solves, when they show a fixed
         cost; (seconds, 0.0) when their cost does not grow with their size at all, or when

@@ -13,7 +13,7 @@ Enforce = Literal["bind", "gate"]
 PLACEMENT_GATE = "redis-placer.io/placement"
 DEFAULT_BINDER_TIME_LIMIT = 5.0
 """Per-batch solve budget of ``redis-placer binder`` (docs/benchmarks.md has the trade-off)."""
-DEFAULT_CONCURRENCY = 16
+DEFAULT_CONCURRENCY = 32
 """Shards written at once (one request in flight each), as kube-scheduler binds in parallel."""
 DEFAULT_BATCH_SECONDS = 0.5
 """How long one batch's solve should take: the first shards bind about this soon."""

@@ -9,6 +9,7 @@ loop hands a batch over and goes on solving the next one; finished shards come b
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class Enforcer:
         self._queued_pods = 0
         self._running_pods = 0
         self._jobs = 0
+        self._seconds_per_pod: float | None = None
+        """One thread's seconds per pod written, averaged over recent shards (None: none yet)."""
 
     def submit(self, job: ShardJob, run: Callable[[ShardJob], ShardOutcome]) -> None:
         size = len(job.placements)
@@ -81,6 +84,7 @@ class Enforcer:
             with self._lock:
                 self._queued_pods -= size
                 self._running_pods += size
+            started = time.monotonic()
             try:
                 return run(job)
             except Exception as exc:  # a bug must not lose the shard: it is solved again
@@ -88,6 +92,8 @@ class Enforcer:
                 reason = f"error: {type(exc).__name__}: {exc}"
                 failed = [(_name(p.key), reason) for p in job.placements]
                 return ShardOutcome(job.shard, job.batch, failed=failed, error=exc)
+            finally:
+                self._learn(size, time.monotonic() - started)
 
         future = self._pool.submit(work)
         future.add_done_callback(lambda f: self._finished(f, size))
@@ -125,6 +131,23 @@ class Enforcer:
         """Pods handed over and not finished: waiting or being written."""
         with self._lock:
             return self._queued_pods + self._running_pods
+
+    def _learn(self, pods: int, seconds: float) -> None:
+        if pods <= 0:
+            return
+        sample = seconds / pods
+        with self._lock:
+            known = self._seconds_per_pod
+            self._seconds_per_pod = sample if known is None else known + 0.2 * (sample - known)
+
+    def drain_seconds(self) -> float | None:
+        """How long the pods handed over will take to be written, at the pace of recent
+        shards with every thread busy; None before any shard has been written."""
+        with self._lock:
+            if self._seconds_per_pod is None:
+                return None
+            pending = self._queued_pods + self._running_pods
+            return pending * self._seconds_per_pod / self.concurrency
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until every job handed over has finished; False if ``timeout`` passed first."""

@@ -85,8 +85,8 @@ class Holding:
 
         A batch is due when the batch window has passed since shards became ready, when they
         make a full batch, or, while ``streaming`` (batches are still being solved or bound),
-        as soon as the enforcer has started on everything it was given: collecting longer
-        would leave it idle. ``idle``: the longest wait when nothing is due.
+        as soon as the enforcer would finish what it holds before this batch's solve would
+        (``_runs_dry``): collecting longer would leave it idle. ``idle``: the longest wait when nothing is due.
         """
         shard_gangs = gangs(snapshot, set(ours.values()), waited)
         decisions = [decide(g, self.policy.permit) for g in shard_gangs]
@@ -123,7 +123,7 @@ class Holding:
         if self.window_opened is None:
             self.window_opened = now
         remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
-        keeps_busy = streaming and self.enforcer.backlog_pods == 0
+        keeps_busy = streaming and self._runs_dry(ready_pods)
         # A shard created member by member gets no company by waiting: its next member comes
         # only once this one runs, so a window would only hold up the whole chain.
         ordered = {g.shard for g in shard_gangs if g.ordered}
@@ -153,6 +153,15 @@ class Holding:
             self.reporter.note_decision(members_by_shard[shard], raw, "allow", "")
             self.noticed.pop(shard, None)
         return Selection(batch, members_by_shard, len(ready))
+
+    def _runs_dry(self, ready_pods: int) -> bool:
+        """Whether the enforcer finishes what it holds before a solve of the ready pods would:
+        then the next batch is solved now, so its writes follow without a gap (waiting for
+        company would leave the enforcer idle while shards are ready)."""
+        if self.enforcer.backlog_pods == 0:
+            return True
+        drain = self.enforcer.drain_seconds()
+        return drain is not None and drain <= self.sizer.predict(ready_pods)
 
     def finish(
         self, outcomes: Iterable[ShardOutcome], report: StepReport, now: float

@@ -203,6 +203,11 @@ class Binder:
         """Decide, and if a batch is due (``Holding.select``), solve it and hand it to the
         enforcer (no waiting)."""
         report = StepReport()
+        if self.cache.synced and self.enforcer.backlog_pods >= self.sizer.pods:
+            # A whole batch still waits for the enforcer, so no batch is due whatever the
+            # cluster holds (Holding.select): the snapshot is not rebuilt to learn that. The
+            # enforcer's next outcome wakes the loop.
+            return report
         self.reader.refresh(now, self.follow_nodes, self._resync)
         snapshot, ours, raw = self._read()
         self.metrics.pending_pods.set(len(ours))

@@ -6,13 +6,12 @@ issue requests. Objects cross this boundary as plain dicts in the exact shape
 ``kubectl get -o json`` prints (camelCase keys, ``kind``/``apiVersion`` set), the same shape the
 snapshot parser reads from files, so a live cluster and a file go through one parser.
 
-Responses are read raw (``_preload_content=False``) and decoded with ``json.loads``: the
-generated client's pydantic models are slow for thousands of pods, reject fields newer than
+Responses are read raw (``_preload_content=False``) and decoded with orjson
+(``models.json_text``): the generated client's pydantic models are slow for thousands of pods, reject fields newer than
 the client, and ``create_namespaced_pod_binding`` fails decoding the ``Status`` the server
 returns for a successful bind.
 """
 
-import json
 import logging
 import os
 import socket
@@ -26,6 +25,7 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, PolicyV1Api, Stor
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPResponse
 
+from models import json_text
 from placer.kube.objects import (
     already_bound_node,
     build_binding,
@@ -445,7 +445,7 @@ class KubernetesAdapter:
             try:
                 while True:
                     raw = self._list_page(kind, namespace, label_selector, field_selector, token)
-                    page = json.loads(raw)
+                    page = json_text.loads(raw)
                     items.extend(
                         _with_kind(item, kind, API_VERSIONS[kind])
                         for item in page.get("items") or []
@@ -593,7 +593,7 @@ class KubernetesAdapter:
 
     @staticmethod
     def _watch_event(action: str, kind: str, line: bytes) -> WatchEvent:
-        event = json.loads(line)
+        event = json_text.loads(line)
         obj = event.get("object") or {}
         if event.get("type") == "ERROR":
             code = int(obj.get("code") or 0)
@@ -633,7 +633,7 @@ class KubernetesAdapter:
                     name, namespace, _preload_content=False, _request_timeout=self.request_timeout
                 )
             )
-            return _with_kind(json.loads(resp.data), "Pod")
+            return _with_kind(json_text.loads(resp.data), "Pod")
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -741,7 +741,10 @@ class KubernetesAdapter:
             )
             return PatchResult(outcome, status, message)
         return PatchResult(
-            PatchOutcome.PATCHED, int(resp.status), done, _with_kind(json.loads(resp.data), "Pod")
+            PatchOutcome.PATCHED,
+            int(resp.status),
+            done,
+            _with_kind(json_text.loads(resp.data), "Pod"),
         )
 
     def patch_pod_labels(
@@ -872,7 +875,7 @@ class KubernetesAdapter:
             raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
         except Exception as exc:
             raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
-        data = json.loads(resp.data).get("data") or {}
+        data = json_text.loads(resp.data).get("data") or {}
         return {str(k): str(v) for k, v in data.items()}
 
     # -- disruption budgets ----------------------------------------------------------------

@@ -1,11 +1,11 @@
 """Plans and audits as text: tables for people, JSON and YAML for tools."""
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
 
+from models import json_text
 from models.plan import Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 
@@ -17,7 +17,7 @@ def as_document(plan: Plan, fmt: str) -> str:
 def document(data: Mapping[str, Any], fmt: str) -> str:
     """A report as ``-o json`` (indented) or ``-o yaml`` (keys in their order) prints it."""
     if fmt == "json":
-        return json.dumps(data, indent=2)
+        return json_text.dumps_indented(data)
     return yaml.safe_dump(dict(data), sort_keys=False)
 
 

@@ -61,11 +61,18 @@ class _Model:
     """(variable, upper bound): how far a domain already short of a master majority stays short."""
 
 
-def _ceiling_sum(
-    tables: list[int], levels: list[tuple[int, cp_model.IntVar]], t_low: int
-) -> object:
-    """sum over ceilings of table[ceiling] * [t == ceiling], for the model's t indicators."""
-    return sum((tables[t - t_low] * b for t, b in levels if tables[t - t_low]), 0)
+def distinct_ceilings(tables: list[list[int]]) -> list[int]:
+    """Indices of the ceilings worth a choice: the lowest, and each one where some table (room
+    per ceiling) differs from the ceiling below it.
+
+    A ceiling whose rooms all equal those of the ceiling below admits the same placements at a
+    higher load cost, so no optimum takes it: dropping it is exact, and on uniform nodes it
+    leaves one indicator per step of a pod's size instead of one per percent.
+    """
+    rows = list(zip(*tables, strict=True)) if tables else []
+    if not rows:
+        return [0]
+    return [0, *(i for i in range(1, len(rows)) if rows[i] != rows[i - 1])]
 
 
 def solve_level(
@@ -82,11 +89,6 @@ def solve_level(
     t_low = min(max(spec.t_low, rooms.floor), t_high)
     ceilings = list(range(t_low, t_high + 1)) if load_weight else [t_high]
     base = rooms.floor
-    for t in ceilings:
-        m.levels.append((t, model.new_bool_var(f"t[{t}]")))
-    model.add_exactly_one(b for _, b in m.levels)
-    m.t = model.new_int_var(ceilings[0], ceilings[-1], "t")
-    model.add(m.t == sum(t * b for t, b in m.levels))
 
     # x[type, pattern]: bundles of the type taking the pattern; the rest of the type is unplaced.
     unplaced_pods = []
@@ -117,6 +119,9 @@ def solve_level(
         + sum(n * rooms.kinds[k].requests[r] // rooms.units[r] for k, n in members_of_kind.items())
         for r in (CPU, MEMORY, PODS)
     }
+    capacity: list[tuple[list[object], list[int]]] = []
+    """(demand, room per ceiling): the constraints that read the ceiling, added once the
+    ceilings that change no room are dropped."""
     for ci, child in enumerate(children):
         nodes = list(child.nodes)
         demand: dict[int, list[object]] = defaultdict(list)
@@ -133,11 +138,10 @@ def solve_level(
             table = _capped(
                 _sliced(rooms.table(nodes, kind), base, ceilings), members_of_kind[kind]
             )
-            model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
+            capacity.append((parts, table))
         for kind, parts in master_demand.items():
             table = _sliced(rooms.table(nodes, kind, master=True), base, ceilings)
-            table = _capped(table, members_of_kind[kind])
-            model.add(sum(parts, 0) <= _ceiling_sum(table, m.levels, ceilings[0]))
+            capacity.append((parts, _capped(table, members_of_kind[kind])))
         all_masters = [p for parts in master_demand.values() for p in parts]
         if len(master_demand) > 1:
             room = min(
@@ -153,7 +157,7 @@ def solve_level(
                 for k, parts in demand.items()
                 for p in parts
             ]
-            model.add(sum(need, 0) <= _ceiling_sum(memory, m.levels, ceilings[0]))
+            capacity.append((need, memory))
             for resource in (CPU, PODS):
                 need = [
                     (rooms.kinds[k].requests[resource] // units[resource]) * p
@@ -161,6 +165,18 @@ def solve_level(
                     for p in parts
                 ]
                 model.add(sum(need, 0) <= min(rooms.total(nodes, resource), most[resource]))
+
+    # The ceiling t, by one indicator per ceiling that gives some child more room than the
+    # ceiling below it: a ceiling that adds no room is never better than the one below.
+    kept = distinct_ceilings([table for _, table in capacity])
+    for i in kept:
+        m.levels.append((ceilings[i], model.new_bool_var(f"t[{ceilings[i]}]")))
+    model.add_exactly_one(b for _, b in m.levels)
+    m.t = model.new_int_var(ceilings[0], ceilings[kept[-1]], "t")
+    model.add(m.t == sum(t * b for t, b in m.levels))
+    for parts, table in capacity:
+        room = sum((table[i] * b for i, (_, b) in zip(kept, m.levels, strict=True) if table[i]), 0)
+        model.add(sum(parts, 0) <= room)
 
     # Masters per Redis cluster and child: survive's majority and the survival cost.
     _cluster_rules(m, spec, types, policy)
@@ -340,8 +356,11 @@ def _add_hint(m: _Model, types: list[BundleType], settings: SolveSettings, spec:
     for key, var in m.x.items():
         m.model.add_hint(var, counts.get(key, 0))
     if settings.hint_t is not None:
+        # The hint's ceiling, or the kept one below it that gives the same room.
+        below = [t for t, _ in m.levels if t <= settings.hint_t]
+        chosen = below[-1] if below else None
         for t, b in m.levels:
-            m.model.add_hint(b, int(t == settings.hint_t))
+            m.model.add_hint(b, int(t == chosen))
 
 
 def _decode(

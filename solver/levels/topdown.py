@@ -121,12 +121,19 @@ def place_by_levels(
     """Pod key -> ((zone, rack or None for the whole zone), role): where level three packs it."""
     zones = sorted({zone for zone, _ in by_zone.values()})
     rack_rules = policy.rules.survive == "rack"
+    separate = strengths["rack"] != "ignore"
     zone_scope: set[str] = set()
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
-        if not rack_rules and not any(_members_in(s, by_zone, zone) > 1 for s in shards):
-            # Every shard has one member here at most: no rack rule is in play, and packing
-            # the zone's nodes directly balances them best.
+        if (
+            not rack_rules
+            and not any(_rack_coupled(s, by_zone, zone, separate) for s in shards)
+            and _packing_spreads_masters(zone, shards, by_zone, rooms, standing)
+        ):
+            # No shard has a master and a replica here with one of them to place, and every
+            # rack has room for its even share of masters: no rack rule is in play, and packing
+            # the zone's nodes directly (each master to the rack with the fewest of its Redis
+            # cluster, each member to the least used node) balances them best.
             zone_scope.add(zone)
             for s in shards:
                 for m in s.pending:
@@ -223,10 +230,65 @@ def _touches(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: st
     return any(by_zone.get(m.key, ("",))[0] == zone for m in shard.pending)
 
 
-def _members_in(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> int:
-    """The shard's members in the zone: those placed there and those that stay there."""
-    placed = sum(1 for m in shard.pending if by_zone.get(m.key, ("",))[0] == zone)
-    return placed + sum(1 for f in shard.fixed if f.node.zone == zone)
+def _rack_coupled(
+    shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str, separate: bool
+) -> bool:
+    """Whether rack separation has a say over the shard in the zone: its master and a replica
+    both there (placed there by level one, or staying there), one of them still to place.
+
+    Replicas of one master may share a rack, and a master's rack share is the packing's to
+    spread, so without such a pair the rack model would decide nothing the packing does not.
+    """
+    if not separate:
+        return False
+    placed = {by_zone[m.key][1] for m in shard.pending if by_zone.get(m.key, ("",))[0] == zone}
+    staying = {f.role for f in shard.fixed if f.node.zone == zone}
+    here = placed | staying
+    return Role.MASTER in here and Role.REPLICA in here and bool(placed)
+
+
+def _packing_spreads_masters(
+    zone: str,
+    shards: list[PendingShard],
+    by_zone: dict[str, tuple[str, Role]],
+    rooms: Rooms,
+    standing: Standing,
+) -> bool:
+    """Whether packing the zone whole spreads each Redis cluster's masters over its racks as
+    evenly as the rack model would.
+
+    Packing sends each master to the rack with the fewest of its cluster's masters; that fills
+    every cluster's racks up to the same level (the least possible fullest rack) unless a rack
+    runs out of master room first. So: every rack has room for what that filling could send it
+    (up to the even share of its cluster's masters in the zone, less those it already holds).
+    """
+    new: Counter[str] = Counter()
+    kinds: set[int] = set()
+    for shard in shards:
+        for member, kind in zip(shard.pending, shard.kinds, strict=True):
+            where = by_zone.get(member.key)
+            if where is not None and where[0] == zone and where[1] is Role.MASTER:
+                new[shard.cluster] += 1
+                kinds.add(kind)
+    if not new:
+        return True
+    racks: dict[str, list[int]] = defaultdict(list)
+    for i in rooms.by_zone.get(zone, []):
+        racks[rooms.nodes[i].rack].append(i)
+    held: Counter[tuple[str, str]] = Counter()
+    for cluster, node in standing.masters:
+        if node.zone == zone and node.rack in racks:
+            held[(cluster, node.rack)] += 1
+    totals = Counter(cluster for cluster, _ in held)
+    for rack, nodes in racks.items():
+        room = min(rooms.table(nodes, kind, master=True)[-1] for kind in kinds)
+        share = sum(
+            min(n, max(0, -(-(totals[c] + n) // len(racks)) - held[(c, rack)]))
+            for c, n in new.items()
+        )
+        if room < share:
+            return False
+    return True
 
 
 def _masters_total(shapes: Shapes, by_zone: dict[str, tuple[str, Role]]) -> dict[str, int]:

@@ -1,0 +1,127 @@
+"""Latency under a burst: the next batch is solved in time for the enforcer to go on writing,
+and a step that cannot solve anything does not rebuild the snapshot."""
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from models.policy import Policy
+from placer.binder.batching import BatchSizer
+from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
+from placer.binder.holding import Holding, StepReport
+from placer.binder.loop import Binder, BinderConfig
+from placer.kube.fake import FakeKubeAdapter
+from tests.kube_dicts import node, redis_pod, snapshot
+
+
+def _job(shard: str, pods: int) -> ShardJob:
+    placements = tuple(
+        Placement(("ns", f"{shard}-{i}"), {}, f"node-{i}", "replica") for i in range(pods)
+    )
+    return ShardJob(shard, "b-1", placements, "")
+
+
+def test_the_drain_estimate_follows_the_pace_of_written_shards() -> None:
+    enforcer = Enforcer(concurrency=2)
+    assert enforcer.drain_seconds() is None  # nothing written yet: no pace to go by
+
+    def slow(job: ShardJob) -> ShardOutcome:
+        time.sleep(0.1)
+        return ShardOutcome(job.shard, job.batch)
+
+    enforcer.submit(_job("s0", 2), slow)
+    assert enforcer.wait(timeout=5)
+    assert enforcer.drain_seconds() == 0.0  # nothing left to write
+    release = threading.Event()
+
+    def held(job: ShardJob) -> ShardOutcome:
+        release.wait(5)
+        return ShardOutcome(job.shard, job.batch)
+
+    for shard in ("s1", "s2", "s3", "s4"):
+        enforcer.submit(_job(shard, 3), held)
+    drain = enforcer.drain_seconds()
+    # 12 pods at about 0.05 s a pod (0.1 s for 2) on 2 threads.
+    assert drain is not None and 0.25 <= drain <= 0.6, drain
+    release.set()
+    assert enforcer.wait(timeout=5)
+
+
+def test_a_solve_is_predicted_from_the_fitted_cost_line() -> None:
+    sizer = BatchSizer(target_seconds=0.5, max_pods=600)
+    assert sizer.predict(100) == pytest.approx(100 * sizer.seconds_per_pod)
+    sizer.observe(100, 0.3, "OPTIMAL", budget=5.0)
+    sizer.observe(300, 0.5, "OPTIMAL", budget=5.0)  # 0.2 s fixed, 1 ms a pod
+    assert sizer.predict(200) == pytest.approx(0.4)
+
+
+class _Busy:
+    """An enforcer still writing ``backlog`` pods, done in ``drain`` seconds."""
+
+    def __init__(self, backlog: int, drain: float | None) -> None:
+        self.backlog_pods = backlog
+        self._drain = drain
+
+    def drain_seconds(self) -> float | None:
+        return self._drain
+
+
+class _Quiet:
+    def note_decision(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _holding(enforcer: Any, sizer: BatchSizer) -> Holding:
+    policy = Policy.model_validate({"permit": {"batchWindowSeconds": 10}})
+    return Holding(policy, BinderConfig(), sizer, enforcer, _Quiet())  # type: ignore[arg-type]
+
+
+def _ready(count: int) -> tuple[Any, dict[Any, str], dict[Any, dict[str, Any]]]:
+    pods = [redis_pod(f"c-{s}-{r}", "c", s, None) for s in range(count) for r in range(3)]
+    nodes = [node(f"n{i}", "abc"[i % 3], f"r{i % 2}") for i in range(12)]
+    snap = snapshot(nodes, pods, policy=Policy())
+    ours = {("default", p["metadata"]["name"]): f"default/{p['metadata']['name']}" for p in pods}
+    raw = {key: p for key, p in zip(ours, pods, strict=True)}
+    return snap, ours, raw
+
+
+@pytest.mark.parametrize(
+    ("drain", "due"),
+    [(0.1, True), (5.0, False), (None, False)],
+    ids=["drains-before-the-solve", "drains-after-the-solve", "pace-unknown"],
+)
+def test_a_batch_is_due_once_the_enforcer_would_run_dry_during_its_solve(
+    drain: float | None, due: bool
+) -> None:
+    sizer = BatchSizer(target_seconds=2.0, max_pods=600)
+    sizer.observe(30, 3.0, "OPTIMAL", budget=5.0)  # 0.1 s a pod: batches of 20, 6 take 0.6 s
+    assert sizer.pods == 20
+    holding = _holding(_Busy(backlog=6, drain=drain), sizer)
+    snap, ours, raw = _ready(2)
+    waited = dict.fromkeys(ours.values(), 0.0)
+    report = StepReport()
+    selection = holding.select(snap, ours, raw, waited, 0.0, True, report)
+    assert (selection is not None) is due
+
+
+def test_a_step_behind_a_full_enforcer_does_not_rebuild_the_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes = [node(f"n{i}", "abc"[i % 3], f"r{i % 2}") for i in range(12)]
+    pods = [
+        redis_pod(f"c-{s}-{r}", "c", s, None, schedulerName="redis-placer")
+        for s in range(2)
+        for r in range(3)
+    ]
+    policy = Policy.model_validate({"permit": {"batchWindowSeconds": 0}})
+    binder = Binder(FakeKubeAdapter(nodes=nodes, pods=pods), policy, BinderConfig())
+    assert len(binder.step(now=0.0).bound) == 6  # lists the cluster, places both shards
+    reads = binder.reader.reads
+    monkeypatch.setattr(type(binder.enforcer), "backlog_pods", property(lambda _: 10_000))
+    report = binder._plan(1.0, streaming=True)
+    assert binder.reader.reads == reads and report.solve_status is None
+    monkeypatch.undo()
+    binder._plan(2.0, streaming=True)
+    assert binder.reader.reads == reads + 1  # the cache changed since: read again
