@@ -32,6 +32,7 @@ from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_c
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.judging import RunningVerdict
+from solver.levels.rooms import EligibilityCache
 from solver.levels.shapes import Standing
 from solver.levels.standing import StandingCache
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
@@ -79,6 +80,8 @@ class SolveOptions:
     that solves batch after batch (the binder): each candidate is then judged on what it changes."""
     standing: StandingCache | None = None
     """The running cluster's totals for the levels, kept the same way (solver/warm.py)."""
+    eligibility: EligibilityCache | None = None
+    """Which kinds each node accepts, kept the same way."""
 
 
 @dataclass
@@ -199,6 +202,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 seed,
                 _level_progress(report),
                 standing=_standing(snapshot, options),
+                eligibility=options.eligibility,
             ),
         )
         unplaceable = levels.unplaceable
@@ -229,6 +233,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         _level_progress(report),
                         relaxed,
                         _standing(snapshot, options),
+                        options.eligibility,
                     ),
                 )
                 degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)

@@ -1,7 +1,8 @@
 """What a caller that solves batch after batch keeps warm between them: the checker's verdict on
-the running placement (solver/judging.py) and the levels' totals of it (solver/levels/standing.py).
+the running placement (solver/judging.py), the levels' totals of it (solver/levels/standing.py)
+and which kinds of pod each node accepts (solver/levels/rooms.py EligibilityCache).
 
-Both are invalidated by what touched them since the last batch: nodes added, changed or gone,
+The first two are invalidated by what touched them since the last batch: nodes added, changed or gone,
 and pods added, changed or gone (their shard and their node). ``changes`` reads that off two
 snapshots by object identity: the binder's snapshots reuse the parsed objects of every pod and
 node that did not change (models/kube_objects.ParseCache), so the diff costs a lookup per
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.judging import RunningVerdict
+from solver.levels.rooms import EligibilityCache
 from solver.levels.standing import StandingCache
 
 
@@ -57,6 +59,7 @@ class Warm:
     policy: Policy
     verdict: RunningVerdict | None = None
     standing: StandingCache | None = None
+    eligibility: EligibilityCache = field(default_factory=EligibilityCache)
     last: Snapshot | None = field(default=None, repr=False)
 
     def prepare(self, snapshot: Snapshot, policy: Policy) -> None:
@@ -75,6 +78,7 @@ class Warm:
             self.policy = policy
             self.verdict = RunningVerdict(snapshot, policy)
             self.standing = StandingCache(snapshot)
+            self.eligibility = EligibilityCache()
         elif snapshot is not self.last:
             nodes, shards = changes(self.last, snapshot)
             assert self.verdict is not None and self.standing is not None

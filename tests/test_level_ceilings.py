@@ -80,3 +80,24 @@ def test_kept_ceilings_give_the_optimum_of_every_ceiling(
     assert kept[0][0] == every[0][0] == "zone"
     if kept[0][2] and every[0][2]:
         assert kept[0][1] == every[0][1]
+
+
+def test_kept_eligibility_follows_a_node_that_changed() -> None:
+    """The warm eligibility answers as blocking_reason does, and judges a changed node again."""
+    from models.policy import Policy as _Policy
+    from solver.levels.rooms import EligibilityCache, constraint_signature
+    from solver.predicates import blocking_reason
+    from tests.kube_dicts import node, redis_pod
+
+    policy = _Policy()
+    pod = snapshot([node("n0", "a", "r0")], [redis_pod("c-0-0", "c", 0, None)], policy=policy)
+    member = pod.members[0].pod
+    plain = snapshot([node("n0", "a", "r0")], [], policy=policy).nodes[0]
+    tainted = snapshot(
+        [node("n0", "a", "r0", taints=["dedicated=other:NoSchedule"])], [], policy=policy
+    ).nodes[0]
+    cache = EligibilityCache()
+    signature = constraint_signature(member)
+    assert cache.accepts(member, signature, plain) is (blocking_reason(member, plain) is None)
+    assert cache.accepts(member, signature, plain) is True
+    assert cache.accepts(member, signature, tainted) is False  # another object: judged again

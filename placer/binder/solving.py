@@ -88,6 +88,7 @@ class Solving:
             relative_gap=self.config.relative_gap,
             verdict=self.warm.verdict,
             standing=self.warm.standing,
+            eligibility=self.warm.eligibility,
             search=False,  # latency: the next batch is the binder's second chance
         )
         return solve(snapshot, self.policy, "place", options)

@@ -218,12 +218,44 @@ class Rooms:
         )
 
 
+class EligibilityCache:
+    """Which kinds of pending pod each node accepts (taints, selectors, affinity), kept from
+    batch to batch by a caller that solves often (solver/warm.py).
+
+    A batch's kinds are mostly the kinds of the batch before (one StatefulSet's pods), and its
+    nodes mostly the same node objects (the binder's parse cache keeps them): judging 5,000
+    nodes again for each batch was a fifth of a small batch's solve. A node is judged afresh
+    once it is another object (it changed), and a pod with volumes always (its free volumes
+    change without the node).
+    """
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[Node, dict[tuple[object, ...], bool]]] = {}
+
+    def accepts(self, pod: Pod, signature: tuple[object, ...], node: Node) -> bool:
+        if pod.volumes:
+            return blocking_reason(pod, node) is None
+        entry = self._by_node.get(node.name)
+        if entry is None or entry[0] is not node:
+            entry = self._by_node[node.name] = (node, {})
+        known = entry[1].get(signature)
+        if known is None:
+            known = entry[1][signature] = blocking_reason(pod, node) is None
+        return known
+
+    def keep_only(self, names: set[str]) -> None:
+        """Forget nodes gone from the cluster, once they are many."""
+        if len(self._by_node) > 2 * len(names) + 100:
+            self._by_node = {k: v for k, v in self._by_node.items() if k in names}
+
+
 def build_rooms(
     snapshot: Snapshot,
     policy: Policy,
     staying_used: dict[str, list[int]],
     staying_masters: dict[str, int],
     kinds: list[Kind],
+    eligibility: EligibilityCache | None = None,
 ) -> Rooms:
     """Rooms for the nodes that accept new members, given what stays where it is.
 
@@ -245,10 +277,18 @@ def build_rooms(
     floor = utilisation_floor(snapshot, {k: v[MEMORY] for k, v in used.items()}, hosting)
     rooms: list[NodeRoom] = []
     none = [0, 0, 0]
+    signatures = [(k, constraint_signature(k.pod)) for k in kinds]
+    if eligibility is not None:
+        eligibility.keep_only({n.name for n in snapshot.nodes})
     for node in snapshot.nodes:
         if not node_accepts_new_pods(node):
             continue
-        eligible = frozenset(k.index for k in kinds if blocking_reason(k.pod, node) is None)
+        if eligibility is None:
+            eligible = frozenset(k.index for k in kinds if blocking_reason(k.pod, node) is None)
+        else:
+            eligible = frozenset(
+                k.index for k, sig in signatures if eligibility.accepts(k.pod, sig, node)
+            )
         if not eligible:
             continue
         u = used.get(node.name, none)

@@ -17,7 +17,7 @@ from models.snapshot import Snapshot
 from solver.levels.model import SolveSettings
 from solver.levels.nodes import Arrival, NodeUse, pack
 from solver.levels.racks import solve_racks
-from solver.levels.rooms import MEMORY, Rooms, build_rooms
+from solver.levels.rooms import MEMORY, EligibilityCache, Rooms, build_rooms
 from solver.levels.shapes import PendingShard, Shapes, Standing, build_shapes
 from solver.levels.spec import LevelSolution
 from solver.levels.zones import solve_zones, zone_children
@@ -38,6 +38,8 @@ class LevelsOptions:
     """Required separation levels turned into heavy penalties (relaxWhenInfeasible)."""
     standing: Standing | None = None
     """What stays where it runs, when a caller keeps it (solver/levels/standing.py)."""
+    eligibility: EligibilityCache | None = None
+    """Which kinds each node accepts, when a caller keeps it (solver/levels/rooms.py)."""
 
 
 @dataclass
@@ -73,7 +75,9 @@ def place_by_levels(
     seconds: dict[str, float] = {}
     shapes = build_shapes(snapshot, policy.permit.allow_partial_shards, options.standing)
     standing = shapes.standing
-    rooms = build_rooms(snapshot, policy, standing.used, standing.masters_on, shapes.kinds)
+    rooms = build_rooms(
+        snapshot, policy, standing.used, standing.masters_on, shapes.kinds, options.eligibility
+    )
     strengths = strengths_of(policy)
     seconds["prepare"] = time.monotonic() - started
 
