@@ -175,9 +175,9 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
         raise InputError(
             "must be a mapping of resource names to quantities", obj=where, field=field
         )
+    key: tuple[Any, ...] | None = tuple(raw.items())
     try:
-        key: tuple[Any, ...] | None = tuple(raw.items())
-        known = _AMOUNTS_SEEN.get(key)
+        known = _AMOUNTS_SEEN.get(key) if key is not None else None
     except TypeError:  # a value that is no quantity at all: judged below, where it is named
         key, known = None, None
     if known is not None:
