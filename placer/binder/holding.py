@@ -154,6 +154,25 @@ class Holding:
             self.noticed.pop(shard, None)
         return Selection(batch, members_by_shard, len(ready))
 
+    def waits_for_the_window(
+        self, pending_pods: int, now: float, streaming: bool, ordered: bool
+    ) -> float | None:
+        """Seconds left of the batch window when ``select`` would surely wait it out, so the
+        snapshot need not be rebuilt to learn that; None when a batch may be due.
+
+        ``pending_pods`` (our pending pods, ready or not) bounds the ready ones from above; a
+        window is open only once a step found shards ready. Ordered shards skip the window,
+        so while any are pending this never answers for ``select``.
+        """
+        if self.window_opened is None or ordered:
+            return None
+        remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
+        if remaining <= 0 or pending_pods >= self.sizer.pods:
+            return None
+        if streaming and self._runs_dry(pending_pods):
+            return None
+        return remaining
+
     def _runs_dry(self, ready_pods: int) -> bool:
         """Whether the enforcer finishes what it holds before a solve of the ready pods would:
         then the next batch is solved now, so its writes follow without a gap (waiting for

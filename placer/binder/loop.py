@@ -208,6 +208,15 @@ class Binder:
             # cluster holds (Holding.select): the snapshot is not rebuilt to learn that. The
             # enforcer's next outcome wakes the loop.
             return report
+        if self.cache.synced:
+            wait = self.holding.waits_for_the_window(
+                self.reader.pending_ours(), now, streaming, self.reader.ordered_pending
+            )
+            if wait is not None:
+                # Too few pods for a batch, in the window, and the enforcer busy for longer
+                # than their solve would take: the step would wait; it waits unread.
+                report.next_step_in = wait
+                return report
         self.reader.refresh(now, self.follow_nodes, self._resync)
         snapshot, ours, raw = self._read()
         self.metrics.pending_pods.set(len(ours))

@@ -148,6 +148,8 @@ class Reader:
         self.reads = 0
         self.read_seconds = 0.0
         """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
+        self.ordered_pending = False
+        """The last snapshot had pending members of an ordered shard (never held)."""
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -163,6 +165,11 @@ class Reader:
         if self.config.enforce == "gate":
             return self.config.gate in gates
         return pod_spec.get("schedulerName") == self.policy.scheduler_name and not gates
+
+    def pending_ours(self) -> int:
+        """Our pending pods in the cache now, without building a snapshot: at least as many as
+        the ready shards hold, so fewer than a batch means no full batch is there."""
+        return sum(1 for pod in self.cache.objects()[1] if self.is_ours(pod))
 
     # -- keeping the cache current -------------------------------------------------------
 
@@ -197,6 +204,7 @@ class Reader:
             return self.last_read[1]
         started = time.monotonic()
         result = self.build()
+        self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
         self.reads += 1
         self.read_seconds += time.monotonic() - started
         self.last_read = (generation, result)
