@@ -14,8 +14,8 @@ process and reports its wall time, from start to printed plan, and its peak memo
 ``--warm`` each case is solved twice more the way the binder solves its next batch, with the
 kept members' assignments already built by the solve before: once judging every candidate in
 full, once with the binder's warm caches (solver/warm.py: the checker's verdict on the running
-placement and the levels' totals of it, built beforehand and not timed, as the binder keeps them
-between batches).
+placement, the levels' totals of it and which kinds each node accepts, built beforehand and by
+an untimed solve, as the binder keeps them between batches).
 """
 
 import argparse
@@ -334,7 +334,11 @@ def main() -> None:
                         workers=args.workers,
                         verdict=kept.verdict if kept else None,
                         standing=kept.standing if kept else None,
+                        eligibility=kept.eligibility if kept else None,
                     )
+                    if kept is not None:
+                        # As the binder's next batch finds them: filled by a solve before.
+                        solve(snapshot, policy, case.mode, options)
                     started = time.monotonic()
                     plan = solve(snapshot, policy, case.mode, options)
                     again = row(

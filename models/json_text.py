@@ -1,8 +1,9 @@
 """JSON in and out, fast where it can be and as the standard library has it where it cannot.
 
-Dumps and watch streams are most of what the commands and the binder read: orjson decodes
-them in a fraction of the standard library's time and writes a plan of 15,000 assignments ten
-times faster. What orjson refuses (NaN, lone surrogates, nesting past its limit) or would
+Watch streams are most of what the binder reads, a line per event: orjson decodes them in a
+fraction of the standard library's time, and writes a plan of 15,000 assignments ten times
+faster. (A whole dump is not decoded here: building its objects is most of the time either
+way, and the check below would cost what orjson saves.) What orjson refuses (NaN, lone surrogates, nesting past its limit) or would
 read otherwise (an integer beyond 64 bits becomes a float there) goes to the standard
 library, so what is accepted and how a refusal is worded stay as they were.
 """

@@ -12,7 +12,6 @@ from typing import Any, cast
 import yaml
 from pydantic import ValidationError
 
-from models import json_text
 from models.cluster import (
     Member,
     Node,
@@ -27,7 +26,7 @@ from models.errors import InputError
 from models.identity.common import ROLE_ANNOTATION as ROLE_ANNOTATION
 from models.identity.common import SHARD_SIZE_ANNOTATION as SHARD_SIZE_ANNOTATION
 from models.identity.facts import StatefulSetFacts, statefulset_facts
-from models.identity.read import identify
+from models.identity.read import IdentityMemo, identify
 from models.identity.result import Unidentified
 from models.policy import Policy
 from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
@@ -54,7 +53,7 @@ def parse_documents(text: str, source: str = "input") -> list[dict[str, Any]]:
     docs: list[Any]
     try:
         if stripped.startswith("{") or stripped.startswith("["):
-            docs = [json_text.loads(text)]
+            docs = [json.loads(text)]  # orjson gains little on a whole dump (allocation)
         elif _nested_too_deeply(text):
             raise RecursionError
         else:
@@ -481,6 +480,7 @@ class ParseCache:
         self.pods: dict[tuple[str, str], Pod] = {}
         self.nodes: dict[tuple[str, str], tuple[Node, tuple[Issue, ...]]] = {}
         self.members: dict[tuple[str, str, str, str, Role | None, int | None, bool], Member] = {}
+        self.identities = IdentityMemo()
         self._latest: dict[str, tuple[Mapping[str, Any], Pod]] = {}
         """The newest parse of each pod (by uid): a binding or an annotation changes a pod
         without changing what most of its parse reads, so that parse is reused."""
@@ -622,7 +622,9 @@ def build_snapshot(
             selected.append(pod)
         elif not pod.pending:
             others.append(pod)
-    identities = identify(selected, statefulsets, policy, issues)
+    identities = identify(
+        selected, statefulsets, policy, issues, cache.identities if cache else None
+    )
     for pod in selected:
         found = identities[pod.key]
         if isinstance(found, Unidentified):

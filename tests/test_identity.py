@@ -248,3 +248,37 @@ def test_the_binder_places_an_ordered_shards_first_member_at_once() -> None:
     report = Binder(fake, policy, BinderConfig()).step(now=1000.0)
     assert [d.decision for d in report.decisions] == ["allow"]
     assert [key for key, _ in fake.binds] == [("default", "cache-leader-0")]
+
+
+def test_identities_kept_between_reads_are_those_a_fresh_read_gives() -> None:
+    """The binder's parse cache keeps identities per pod: each read, after a StatefulSet
+    scaled, a pod relabelled or a bad annotation added, says what a read without it says."""
+    from models.kube_objects import ParseCache
+
+    labels = {"app": "redis", "redis-cluster": "c", "redis-shard": "0"}
+    sts = shapes.statefulset("redis-0", 3, labels, parallel=True)
+    pods = shapes.pods_of([sts])
+    for i, pod in enumerate(pods):
+        pod["metadata"].update(uid=f"p{i}", resourceVersion="1")
+    cache = ParseCache()
+
+    def same(objects: list[dict]) -> None:
+        kept, fresh = (
+            build_snapshot([node("n0", "z0", "r0"), *objects], Policy(), c) for c in (cache, None)
+        )
+        assert [(m.key, m.shard_key, m.role, m.shard_size, m.ordered) for m in kept.members] == [
+            (m.key, m.shard_key, m.role, m.shard_size, m.ordered) for m in fresh.members
+        ]
+        assert kept.issues == fresh.issues
+
+    same([sts, *pods])
+    same([sts, *pods])  # read again: from the memo
+    scaled = {**sts, "spec": {**sts["spec"], "replicas": 5}}
+    same([scaled, *pods])
+    ordered = {**sts, "spec": {k: v for k, v in sts["spec"].items() if k != "podManagementPolicy"}}
+    same([ordered, *pods])
+    relabelled = {**pods[0], "metadata": {**pods[0]["metadata"], "resourceVersion": "2"}}
+    relabelled["metadata"]["labels"] = {**labels, "redis-role": "master"}
+    odd = {**pods[1], "metadata": {**pods[1]["metadata"], "resourceVersion": "2"}}
+    odd["metadata"]["annotations"] = {"redis-placer.io/shard-size": "many"}
+    same([scaled, relabelled, odd, pods[2]])

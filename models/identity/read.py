@@ -4,7 +4,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from models.cluster import Pod
-from models.identity.common import ROLE_ANNOTATION, SHARD_SIZE_ANNOTATION, StatefulSets
+from models.identity.common import ROLE_ANNOTATION, SHARD_SIZE_ANNOTATION, StatefulSets, owner_set
 from models.identity.facts import StatefulSetFacts, ordinal, statefulset_facts
 from models.identity.formations import create_order, labels, leader_follower, ordinal_modulo
 from models.identity.result import Identified, Unidentified
@@ -35,11 +35,57 @@ _FORMATIONS: Mapping[str, Reader] = {
 }
 
 
+class IdentityMemo:
+    """Identities read before, for a caller that reads the same pods again and again (the
+    binder, per batch), under one policy.
+
+    Only where a pod's identity is its own alone (the labels formation without member
+    numbers): the other formations read a shard from its siblings, and are read whole. An entry
+    holds while the pod is the same object and its StatefulSet the same facts.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[
+            str, tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
+        ] = {}
+
+    def read(
+        self, pods: Sequence[Pod], sets: StatefulSets, policy: Policy, issues: list[Issue]
+    ) -> dict[str, Identified | Unidentified]:
+        out: dict[str, Identified | Unidentified] = {}
+        known: dict[
+            str, tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
+        ] = {}
+        for pod in pods:
+            facts = owner_set(pod, sets)
+            entry = self._known.get(pod.key)
+            if entry is None or entry[0] is not pod or entry[1] != facts:
+                own: list[Issue] = []
+                found = labels.read([pod], sets, policy, own)[pod.key]
+                entry = (pod, facts, found, tuple(own))
+            known[pod.key] = entry
+            out[pod.key] = entry[2]
+            issues.extend(entry[3])
+        self._known = known  # pods gone since are forgotten
+        return out
+
+
+def per_pod(policy: Policy) -> bool:
+    """Whether each pod's identity is read from the pod alone (its labels and owner)."""
+    return policy.identity.formation == "labels" and not policy.identity.member_index_label
+
+
 def identify(
-    pods: Sequence[Pod], sets: StatefulSets, policy: Policy, issues: list[Issue]
+    pods: Sequence[Pod],
+    sets: StatefulSets,
+    policy: Policy,
+    issues: list[Issue],
+    memo: IdentityMemo | None = None,
 ) -> dict[str, Identified | Unidentified]:
     """Each selected pod's identity by pod key (``namespace/name``); odd findings go to
-    ``issues``."""
+    ``issues``. With ``memo``, pods read before under a per-pod formation are not read again."""
+    if memo is not None and per_pod(policy):
+        return memo.read(pods, sets, policy, issues)
     return _FORMATIONS[policy.identity.formation](pods, sets, policy, issues)
 
 
