@@ -108,7 +108,10 @@ def pack(
     """(kind, master, (zone, rack) or None for every rack of ``nodes``)."""
     heaps: dict[HeapKey, list[Entry]] = {}
     version: dict[int, int] = defaultdict(int)
-    racks = sorted({(rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) for i in nodes})
+    in_rack: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i in nodes:
+        in_rack[(rooms.nodes[i].node.zone or "", rooms.nodes[i].rack)].append(i)
+    racks = sorted(in_rack)
     by_rack = len(racks) > 1
 
     def make_entry(room: NodeRoom, kind: int, master: bool) -> Entry:
@@ -121,9 +124,8 @@ def pack(
         if h is None:
             h = [
                 make_entry(rooms.nodes[i], kind, master)
-                for i in nodes
+                for i in (nodes if rack is None else in_rack[rack])
                 if kind in rooms.nodes[i].eligible
-                and (rack is None or (rooms.nodes[i].node.zone or "", rooms.nodes[i].rack) == rack)
                 and (not master or use.master_room(rooms.nodes[i]))
             ]
             heapq.heapify(h)
@@ -164,17 +166,20 @@ def pack(
         chosen: NodeRoom | None = None
         if master and by_rack:
             cluster = arrival.member.cluster
-            order = sorted(
-                racks,
-                key=lambda r: (
-                    use.rack_masters[(cluster, *r)],
-                    top(heap_for(arrival.kind, True, r)),
-                ),
-            )
-            for rack in order:
-                chosen = best(heap_for(arrival.kind, True, rack), arrival, kind, master)
-                if chosen is not None:
-                    break
+
+            def rank(r: tuple[str, str]) -> tuple[int, tuple[int, int, str]]:
+                return (use.rack_masters[(cluster, *r)], top(heap_for(arrival.kind, True, r)))
+
+            # The first rack in that order mostly takes it: the others are ranked only if not.
+            first = min(racks, key=rank)
+            chosen = best(heap_for(arrival.kind, True, first), arrival, kind, master)
+            if chosen is None:
+                for rack in sorted(racks, key=rank):
+                    if rack == first:
+                        continue
+                    chosen = best(heap_for(arrival.kind, True, rack), arrival, kind, master)
+                    if chosen is not None:
+                        break
         else:
             chosen = best(heap_for(arrival.kind, master), arrival, kind, master)
         if chosen is None:
