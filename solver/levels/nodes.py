@@ -9,8 +9,10 @@ members are of one kind. A member that finds no node is reported, and its shard 
 above this level.
 """
 
+import functools
 import heapq
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from models.cluster import Member, Role
@@ -90,6 +92,20 @@ def _order(a: Arrival, rooms: Rooms) -> tuple[int, int, str]:
     return (a.role is not Role.MASTER, -rooms.kinds[a.kind].requests[MEMORY], a.member.key)
 
 
+def _rack_rank(
+    use: NodeUse,
+    arrival: Arrival,
+    heap_for: Callable[[int, bool, tuple[str, str]], list[tuple[int, int, str, int, int]]],
+    top: Callable[[list[tuple[int, int, str, int, int]]], tuple[int, int, str]],
+    rack: tuple[str, str],
+) -> tuple[int, tuple[int, int, str]]:
+    """A rack's rank for a master: its Redis cluster's masters there, then its best node."""
+    return (
+        use.rack_masters[(arrival.member.cluster, *rack)],
+        top(heap_for(arrival.kind, True, rack)),
+    )
+
+
 def pack(
     use: NodeUse, nodes: list[int], arrivals: list[Arrival]
 ) -> tuple[dict[str, int], list[Arrival]]:
@@ -165,10 +181,7 @@ def pack(
         master = arrival.role is Role.MASTER
         chosen: NodeRoom | None = None
         if master and by_rack:
-            cluster = arrival.member.cluster
-
-            def rank(r: tuple[str, str]) -> tuple[int, tuple[int, int, str]]:
-                return (use.rack_masters[(cluster, *r)], top(heap_for(arrival.kind, True, r)))
+            rank = functools.partial(_rack_rank, use, arrival, heap_for, top)
 
             # The first rack in that order mostly takes it: the others are ranked only if not.
             first = min(racks, key=rank)
