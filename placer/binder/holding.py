@@ -7,7 +7,7 @@ was first found ready. From these it picks the next batch, the oldest ready shar
 many as the solver handles in its target time.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,19 +155,23 @@ class Holding:
         return Selection(batch, members_by_shard, len(ready))
 
     def waits_for_the_window(
-        self, pending_pods: int, now: float, streaming: bool, ordered: bool
+        self, count_pending: Callable[[], int], now: float, streaming: bool, ordered: bool
     ) -> float | None:
         """Seconds left of the batch window when ``select`` would surely wait it out, so the
         snapshot need not be rebuilt to learn that; None when a batch may be due.
 
-        ``pending_pods`` (our pending pods, ready or not) bounds the ready ones from above; a
-        window is open only once a step found shards ready. Ordered shards skip the window,
-        so while any are pending this never answers for ``select``.
+        Our pending pods, ready or not (``count_pending``, asked only inside an open window),
+        bound the ready ones from above; a window is open only once a step found shards ready.
+        Ordered shards skip the window, so while any are pending this never answers for
+        ``select``.
         """
         if self.window_opened is None or ordered:
             return None
         remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
-        if remaining <= 0 or pending_pods >= self.sizer.pods:
+        if remaining <= 0:
+            return None
+        pending_pods = count_pending()
+        if pending_pods >= self.sizer.pods:
             return None
         if streaming and self._runs_dry(pending_pods):
             return None

@@ -210,7 +210,7 @@ class Binder:
             return report
         if self.cache.synced:
             wait = self.holding.waits_for_the_window(
-                self.reader.pending_ours(), now, streaming, self.reader.ordered_pending
+                self.reader.pending_ours, now, streaming, self.reader.ordered_pending
             )
             if wait is not None:
                 # Too few pods for a batch, in the window, and the enforcer busy for longer
