@@ -31,8 +31,11 @@ def loads(text: str | bytes) -> Any:
 
 
 def dumps_indented(data: Any) -> str:
-    """``json.dumps(data, indent=2)``, written by orjson when it can (UTF-8 kept as is)."""
+    """``json.dumps(data, indent=2)``, written by orjson when the text is the same: orjson
+    writes non-ASCII as it is where the standard library escapes it, and an ASCII-only plan
+    prints in any locale."""
     try:
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
     except TypeError:
         return json.dumps(data, indent=2)
+    return text if text.isascii() else json.dumps(data, indent=2)

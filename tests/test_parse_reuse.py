@@ -100,3 +100,5 @@ def test_indented_output_is_the_standard_librarys_for_plain_data() -> None:
     assert json.loads(json_text.dumps_indented(data)) == data
     assert json_text.dumps_indented({"x": [1]}) == json.dumps({"x": [1]}, indent=2)
     assert json.loads(json_text.dumps_indented({1: "non-string key"})) == {"1": "non-string key"}
+    accented = {"message": "zone é — rack"}
+    assert json_text.dumps_indented(accented) == json.dumps(accented, indent=2)  # escaped, ASCII
