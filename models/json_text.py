@@ -3,9 +3,10 @@
 Watch streams are most of what the binder reads, a line per event: orjson decodes them in a
 fraction of the standard library's time, and writes a plan of 15,000 assignments ten times
 faster. (A whole dump is not decoded here: building its objects is most of the time either
-way, and the check below would cost what orjson saves.) What orjson refuses (NaN, lone surrogates, nesting past its limit) or would
-read otherwise (an integer beyond 64 bits becomes a float there) goes to the standard
-library, so what is accepted and how a refusal is worded stay as they were.
+way, and the check below would cost what orjson saves.) What orjson refuses (NaN, lone
+surrogates, nesting past its limit) or would read otherwise (an integer beyond 64 bits becomes
+a float there) goes to the standard library, so what is accepted and how a refusal is worded
+stay as they were.
 """
 
 import json

@@ -174,11 +174,11 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
         raise InputError(
             "must be a mapping of resource names to quantities", obj=where, field=field
         )
-    key: tuple[Any, ...] | None = tuple(raw.items())
+    key = tuple(raw.items())
     try:
-        known = _AMOUNTS_SEEN.get(key) if key is not None else None
+        known = _AMOUNTS_SEEN.get(key)
     except TypeError:  # a value that is no quantity at all: judged below, where it is named
-        key, known = None, None
+        key, known = (), None
     if known is not None:
         return dict(known)
     amounts: dict[str, int] = {}
@@ -196,7 +196,7 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
                 amounts[str(name)] = convert(value)
         except QuantityError as exc:
             raise InputError(str(exc), obj=where, field=at) from None
-    if key is not None and len(_AMOUNTS_SEEN) < _REQUESTS_LIMIT:
+    if key and len(_AMOUNTS_SEEN) < _REQUESTS_LIMIT:
         _AMOUNTS_SEEN[key] = dict(amounts)
     return amounts
 

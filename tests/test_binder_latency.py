@@ -131,20 +131,12 @@ def test_a_step_inside_the_window_with_too_few_pods_for_a_batch_waits_unread() -
     sizer = BatchSizer(target_seconds=2.0, max_pods=600)
     sizer.observe(30, 3.0, "OPTIMAL", budget=5.0)  # batches of 20 pods, 0.1 s a pod
     holding = _holding(_Busy(backlog=6, drain=5.0), sizer)
-    assert holding.waits_for_the_window(lambda: 6, 0.0, True, False) is None  # no window open yet
+    assert holding.unread_wait(lambda: 6, 0.0, True, False) is None  # no window open yet
     holding.window_opened = 0.0
-    assert holding.waits_for_the_window(lambda: 6, 4.0, True, False) == pytest.approx(6.0)
-    assert (
-        holding.waits_for_the_window(lambda: 20, 4.0, True, False) is None
-    )  # a full batch may be ready
-    assert (
-        holding.waits_for_the_window(lambda: 6, 10.0, True, False) is None
-    )  # the window has passed
-    assert (
-        holding.waits_for_the_window(lambda: 6, 4.0, True, True) is None
-    )  # ordered shards never wait
+    assert holding.unread_wait(lambda: 6, 4.0, True, False) == pytest.approx(6.0)
+    assert holding.unread_wait(lambda: 20, 4.0, True, False) is None  # a full batch may be ready
+    assert holding.unread_wait(lambda: 6, 10.0, True, False) is None  # the window has passed
+    assert holding.unread_wait(lambda: 6, 4.0, True, True) is None  # ordered shards never wait
     quick = _holding(_Busy(backlog=6, drain=0.1), sizer)
     quick.window_opened = 0.0
-    assert (
-        quick.waits_for_the_window(lambda: 6, 4.0, True, False) is None
-    )  # the enforcer runs dry first
+    assert quick.unread_wait(lambda: 6, 4.0, True, False) is None  # the enforcer runs dry first

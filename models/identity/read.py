@@ -35,6 +35,11 @@ _FORMATIONS: Mapping[str, Reader] = {
 }
 
 
+_Known = tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
+"""A pod, its StatefulSet's facts, the identity read from them, and the issues that reading
+reported."""
+
+
 class IdentityMemo:
     """Identities read before, for a caller that reads the same pods again and again (the
     binder, per batch), under one policy.
@@ -45,17 +50,13 @@ class IdentityMemo:
     """
 
     def __init__(self) -> None:
-        self._known: dict[
-            str, tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
-        ] = {}
+        self._known: dict[str, _Known] = {}
 
     def read(
         self, pods: Sequence[Pod], sets: StatefulSets, policy: Policy, issues: list[Issue]
     ) -> dict[str, Identified | Unidentified]:
         out: dict[str, Identified | Unidentified] = {}
-        known: dict[
-            str, tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
-        ] = {}
+        known: dict[str, _Known] = {}
         for pod in pods:
             facts = owner_set(pod, sets)
             entry = self._known.get(pod.key)
@@ -91,8 +92,9 @@ def identify(
 
 def solver_picks_roles(policy: Policy) -> bool:
     """Whether a pending pod's role is the plan's to choose (and so a label the binder writes):
-    only with redis-placer's own labels; a deployment's formation decides roles itself."""
-    return policy.identity.formation == "labels" and not policy.identity.member_index_label
+    only with redis-placer's own labels; a deployment's formation decides roles itself. That is
+    when each pod's identity is its own alone: no sibling's number or order gives it a role."""
+    return per_pod(policy)
 
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

@@ -86,7 +86,8 @@ class Holding:
         A batch is due when the batch window has passed since shards became ready, when they
         make a full batch, or, while ``streaming`` (batches are still being solved or bound),
         as soon as the enforcer would finish what it holds before this batch's solve would
-        (``_runs_dry``): collecting longer would leave it idle. ``idle``: the longest wait when nothing is due.
+        (``_runs_dry``): collecting longer would leave it idle. ``idle``: the longest wait when
+        nothing is due.
         """
         shard_gangs = gangs(snapshot, set(ours.values()), waited)
         decisions = [decide(g, self.policy.permit) for g in shard_gangs]
@@ -122,7 +123,7 @@ class Holding:
         ready_pods = sum(len(members_by_shard[s]) for s in ready)
         if self.window_opened is None:
             self.window_opened = now
-        remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
+        remaining = self._window_left(now, self.window_opened)
         keeps_busy = streaming and self._runs_dry(ready_pods)
         # A shard created member by member gets no company by waiting: its next member comes
         # only once this one runs, so a window would only hold up the whole chain.
@@ -154,20 +155,24 @@ class Holding:
             self.noticed.pop(shard, None)
         return Selection(batch, members_by_shard, len(ready))
 
-    def waits_for_the_window(
+    def unread_wait(
         self, count_pending: Callable[[], int], now: float, streaming: bool, ordered: bool
     ) -> float | None:
-        """Seconds left of the batch window when ``select`` would surely wait it out, so the
-        snapshot need not be rebuilt to learn that; None when a batch may be due.
+        """How long to sleep when ``select`` would surely find no batch due, so the snapshot
+        need not be rebuilt to learn that; None when a batch may be due.
 
-        Our pending pods, ready or not (``count_pending``, asked only inside an open window),
-        bound the ready ones from above; a window is open only once a step found shards ready.
-        Ordered shards skip the window, so while any are pending this never answers for
-        ``select``.
+        Two cases. A whole batch still waits for the enforcer: no batch is due whatever the
+        cluster holds, and the enforcer's next outcome wakes the loop (``IDLE_SECONDS``). Or an
+        open batch window (one opens only once a step found shards ready) with fewer of our
+        pending pods than a batch, ready or not (``count_pending``, asked only then), and the
+        enforcer busy for longer than their solve would take: the rest of the window. Ordered
+        shards skip the window, so while any are pending the second case never answers.
         """
+        if self.enforcer.backlog_pods >= self.sizer.pods:
+            return IDLE_SECONDS
         if self.window_opened is None or ordered:
             return None
-        remaining = self.policy.permit.batch_window_seconds - (now - self.window_opened)
+        remaining = self._window_left(now, self.window_opened)
         if remaining <= 0:
             return None
         pending_pods = count_pending()
@@ -176,6 +181,9 @@ class Holding:
         if streaming and self._runs_dry(pending_pods):
             return None
         return remaining
+
+    def _window_left(self, now: float, opened: float) -> float:
+        return self.policy.permit.batch_window_seconds - (now - opened)
 
     def _runs_dry(self, ready_pods: int) -> bool:
         """Whether the enforcer finishes what it holds before a solve of the ready pods would:

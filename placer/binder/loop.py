@@ -203,18 +203,11 @@ class Binder:
         """Decide, and if a batch is due (``Holding.select``), solve it and hand it to the
         enforcer (no waiting)."""
         report = StepReport()
-        if self.cache.synced and self.enforcer.backlog_pods >= self.sizer.pods:
-            # A whole batch still waits for the enforcer, so no batch is due whatever the
-            # cluster holds (Holding.select): the snapshot is not rebuilt to learn that. The
-            # enforcer's next outcome wakes the loop.
-            return report
         if self.cache.synced:
-            wait = self.holding.waits_for_the_window(
+            wait = self.holding.unread_wait(
                 self.reader.pending_ours, now, streaming, self.reader.ordered_pending
             )
-            if wait is not None:
-                # Too few pods for a batch, in the window, and the enforcer busy for longer
-                # than their solve would take: the step would wait; it waits unread.
+            if wait is not None:  # no batch can be due: the step waits without a snapshot
                 report.next_step_in = wait
                 return report
         self.reader.refresh(now, self.follow_nodes, self._resync)

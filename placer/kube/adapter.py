@@ -7,9 +7,9 @@ issue requests. Objects cross this boundary as plain dicts in the exact shape
 snapshot parser reads from files, so a live cluster and a file go through one parser.
 
 Responses are read raw (``_preload_content=False``) and decoded with orjson
-(``models.json_text``): the generated client's pydantic models are slow for thousands of pods, reject fields newer than
-the client, and ``create_namespaced_pod_binding`` fails decoding the ``Status`` the server
-returns for a successful bind.
+(``models.json_text``): the generated client's pydantic models are slow for thousands of pods,
+reject fields newer than the client, and ``create_namespaced_pod_binding`` fails decoding the
+``Status`` the server returns for a successful bind.
 """
 
 import logging

@@ -69,9 +69,9 @@ def distinct_ceilings(tables: list[list[int]]) -> list[int]:
     higher load cost, so no optimum takes it: dropping it is exact, and on uniform nodes it
     leaves one indicator per step of a pod's size instead of one per percent.
     """
-    rows = list(zip(*tables, strict=True)) if tables else []
-    if not rows:
+    if not tables:
         return [0]
+    rows = list(zip(*tables, strict=True))
     return [0, *(i for i in range(1, len(rows)) if rows[i] != rows[i - 1])]
 
 

@@ -249,6 +249,11 @@ class EligibilityCache:
             self._by_node = {k: v for k, v in self._by_node.items() if k in names}
 
 
+def _accepts(pod: Pod, signature: tuple[object, ...], node: Node) -> bool:
+    """Whether the node takes the pod, judged afresh (no caller keeps an EligibilityCache)."""
+    return blocking_reason(pod, node) is None
+
+
 def build_rooms(
     snapshot: Snapshot,
     policy: Policy,
@@ -280,15 +285,11 @@ def build_rooms(
     signatures = [(k, constraint_signature(k.pod)) for k in kinds]
     if eligibility is not None:
         eligibility.keep_only({n.name for n in snapshot.nodes})
+    accepts = eligibility.accepts if eligibility is not None else _accepts
     for node in snapshot.nodes:
         if not node_accepts_new_pods(node):
             continue
-        if eligibility is None:
-            eligible = frozenset(k.index for k in kinds if blocking_reason(k.pod, node) is None)
-        else:
-            eligible = frozenset(
-                k.index for k, sig in signatures if eligibility.accepts(k.pod, sig, node)
-            )
+        eligible = frozenset(k.index for k, sig in signatures if accepts(k.pod, sig, node))
         if not eligible:
             continue
         u = used.get(node.name, none)

@@ -16,7 +16,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.levels.model import SolveSettings
 from solver.levels.nodes import Arrival, NodeUse, pack
-from solver.levels.racks import solve_racks
+from solver.levels.racks import rack_children, solve_racks
 from solver.levels.rooms import MEMORY, EligibilityCache, Rooms, build_rooms
 from solver.levels.shapes import PendingShard, Shapes, Standing, build_shapes
 from solver.levels.spec import LevelSolution
@@ -145,7 +145,7 @@ def place_by_levels(
                     if where is not None and where[0] == zone:
                         by_rack[m.key] = ((zone, None), where[1])
             continue
-        _, rsol = solve_racks(
+        rspec, rsol = solve_racks(
             zone,
             by_zone,
             shards,
@@ -165,9 +165,8 @@ def place_by_levels(
             masters_total,
         )
         failed |= rsol.unplaced_shards
-        children_of_zone = sorted({rooms.nodes[n].rack for n in rooms.by_zone.get(zone, [])})
         for key, (child, role) in rsol.assignment.items():
-            by_rack[key] = ((zone, children_of_zone[child]), role)
+            by_rack[key] = ((zone, rspec.children[child].name), role)
     seconds["racks"] = time.monotonic() - tick
 
     # Level three: nodes, one rack at a time.
@@ -276,9 +275,7 @@ def _packing_spreads_masters(
                 kinds.add(kind)
     if not new:
         return True
-    racks: dict[str, list[int]] = defaultdict(list)
-    for i in rooms.by_zone.get(zone, []):
-        racks[rooms.nodes[i].rack].append(i)
+    racks = {child.name: list(child.nodes) for child in rack_children(rooms, zone)}
     held: Counter[tuple[str, str]] = Counter()
     for cluster, node in standing.masters:
         if node.zone == zone and node.rack in racks:
