@@ -17,14 +17,12 @@ leaves more than greedy's placement around the running cluster: pods placed rank
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
-from benchmarks.run import CASES
+from benchmarks.run import CASES, input_files
 from models.kube_objects import build_snapshot, flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
@@ -64,13 +62,7 @@ def carry_out(document: dict[str, Any], changes: list[dict[str, str]], policy: P
 
 
 def run_command(document: dict[str, Any], policy: Policy, limit: float) -> tuple[float, Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        dump = os.path.join(folder, "dump.json")
-        with open(dump, "w") as f:
-            json.dump(document, f)
-        policy_file = os.path.join(folder, "policy.json")
-        with open(policy_file, "w") as f:
-            json.dump(policy.model_dump(mode="json", by_alias=True), f)
+    with input_files(document, policy) as (dump, policy_file):
         command = [sys.executable, "-m", "placer.cli", "rebalance", "-f", dump, "-p"]
         command += [policy_file, "-o", "json", "--time-limit", str(limit)]
         began = time.monotonic()

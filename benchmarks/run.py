@@ -19,6 +19,7 @@ an untimed solve, as the binder keeps them between batches).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,10 +236,9 @@ def _bound_and_gap(snapshot: Snapshot, plan: Plan) -> str:
     return f"{plan.unplaced_bound} ({gap / max(1, len(snapshot.pending)):.1%})"
 
 
-def cli_run(
-    document: dict[str, Any], policy: Policy, time_limit: float, mode: Mode
-) -> tuple[float, float, str]:
-    """The real command on the case's dump: (wall seconds, peak RSS in MiB, status)."""
+@contextlib.contextmanager
+def input_files(document: dict[str, Any], policy: Policy) -> Iterator[tuple[str, str]]:
+    """The case's dump and its policy as files the real commands read: (dump, policy)."""
     with tempfile.TemporaryDirectory() as folder:
         dump = os.path.join(folder, "dump.json")
         with open(dump, "w") as f:
@@ -245,6 +246,14 @@ def cli_run(
         policy_file = os.path.join(folder, "policy.json")
         with open(policy_file, "w") as f:
             json.dump(policy.model_dump(mode="json", by_alias=True), f)
+        yield dump, policy_file
+
+
+def cli_run(
+    document: dict[str, Any], policy: Policy, time_limit: float, mode: Mode
+) -> tuple[float, float, str]:
+    """The real command on the case's dump: (wall seconds, peak RSS in MiB, status)."""
+    with input_files(document, policy) as (dump, policy_file):
         command = [
             sys.executable,
             "-m",
