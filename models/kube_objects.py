@@ -221,43 +221,34 @@ def _container_requests(container: Mapping[str, Any], where: str, field: str) ->
     return Resources(**effective)
 
 
-_REQUESTS: dict[object, Resources] = {}
+_REQUESTS: dict[str, Resources] = {}
 """Effective requests by the parts of a pod spec they come from: the pods of one StatefulSet
 repeat the same few, and a large dump has tens of thousands of pods."""
 _REQUESTS_LIMIT = 4096
 
 
-def _frozen(value: object) -> object:
-    """A hashable copy of decoded JSON (dicts as sorted item tuples, lists as tuples)."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
 def pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
     """Effective requests: sum of containers and sidecars, at least each init container, plus
-    overhead. Remembered per distinct spec once it parsed without error."""
-    try:
-        key = (
-            tuple(
-                (_frozen(c.get("resources")), c.get("restartPolicy"))
-                for c in spec.get("containers") or []
-            ),
-            tuple(
-                (_frozen(c.get("resources")), c.get("restartPolicy"))
-                for c in spec.get("initContainers") or []
-            ),
-            _frozen(spec.get("overhead")),
+    overhead. Remembered per distinct spec once it parsed without error: the key is the text
+    of the parts it reads: ``repr`` of decoded JSON is one text per value, and cheaper to
+    make than a hashable copy."""
+    containers, inits = spec.get("containers"), spec.get("initContainers")
+    key = repr(
+        (
+            [(c.get("resources"), c.get("restartPolicy")) for c in containers]
+            if isinstance(containers, list) and all(isinstance(c, Mapping) for c in containers)
+            else containers,
+            [(c.get("resources"), c.get("restartPolicy")) for c in inits]
+            if isinstance(inits, list) and all(isinstance(c, Mapping) for c in inits)
+            else inits,
+            spec.get("overhead"),
         )
-        known = _REQUESTS.get(key)
-    except (TypeError, AttributeError):  # unhashable or malformed: parse it, and say where
-        key, known = None, None
+    )
+    known = _REQUESTS.get(key)
     if known is not None:
         return known
     result = _pod_requests(spec, where)
-    if key is not None and len(_REQUESTS) < _REQUESTS_LIMIT:
+    if len(_REQUESTS) < _REQUESTS_LIMIT:
         _REQUESTS[key] = result
     return result
 

@@ -15,10 +15,8 @@ The greedy baseline is always one of them, so a plan is never worse than greedy'
 objective and no placement could place more pods; otherwise FEASIBLE with the true gap.
 """
 
-import gc
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from models.cluster import Role
@@ -29,6 +27,7 @@ from solver.changes import change_list, limit_changes, plan_after
 from solver.check import Assessment, assess
 from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
+from solver.collector import collector_paused
 from solver.explain import unplaced_reasons
 from solver.greedy import greedy_placement
 from solver.judging import RunningVerdict
@@ -112,28 +111,11 @@ class _Bounds:
     known: bool = False
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the duration of one solve.
-
-    A solve over a large cluster allocates tens of thousands of short-lived objects (plan rows,
-    checker records), which triggers full collections that each walk the whole snapshot. Reference
-    counting still frees nearly everything; the collector resumes when the solve returns.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def solve(
     snapshot: Snapshot, policy: Policy, mode: Mode = "place", options: SolveOptions | None = None
 ) -> Plan:
     """Plan the snapshot under the policy within the time limit."""
-    with _collector_paused():
+    with collector_paused():  # tens of thousands of plan rows and checker records
         return _solve(snapshot, policy, mode, options or SolveOptions())
 
 

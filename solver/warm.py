@@ -9,11 +9,11 @@ node that did not change (models/kube_objects.ParseCache), so the diff costs a l
 object, and anything rebuilt counts as changed.
 """
 
-import gc
 from dataclasses import dataclass, field
 
 from models.policy import Policy
 from models.snapshot import Snapshot
+from solver.collector import collector_paused
 from solver.judging import RunningVerdict
 from solver.levels.rooms import EligibilityCache
 from solver.levels.standing import StandingCache
@@ -63,15 +63,8 @@ class Warm:
     last: Snapshot | None = field(default=None, repr=False)
 
     def prepare(self, snapshot: Snapshot, policy: Policy) -> None:
-        # Tens of thousands of small records on a first build: the cyclic collector would walk
-        # them again and again (the solve pauses it too); reference counting frees them.
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():  # tens of thousands of small records on a first build
             self._prepare(snapshot, policy)
-        finally:
-            if paused:
-                gc.enable()
 
     def _prepare(self, snapshot: Snapshot, policy: Policy) -> None:
         if policy != self.policy or self.last is None:

@@ -24,6 +24,7 @@ from placer.binder.refusals import Refusals
 from placer.binder.volumes import volume_epoch, volume_inputs
 from placer.kube.adapter import KubeAdapter
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
+from solver.collector import collector_paused
 
 log = logging.getLogger("placer.binder.loop")
 """Every part of the binder logs as the binder: operators filter on one logger name."""
@@ -148,6 +149,8 @@ class Reader:
         self.reads = 0
         self.read_seconds = 0.0
         """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
+        self.recent_read_seconds = 0.0
+        """What a rebuild costs now: an average weighted to the latest, as the cluster grows."""
         self.ordered_pending = False
         """The last snapshot had pending members of an ordered shard (never held)."""
 
@@ -203,10 +206,15 @@ class Reader:
         if self.last_read is not None and self.last_read[0] == generation:
             return self.last_read[1]
         started = time.monotonic()
-        result = self.build()
+        with collector_paused():  # a new Snapshot, its members and indexes: all kept
+            result = self.build()
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
+        took = time.monotonic() - started
         self.reads += 1
-        self.read_seconds += time.monotonic() - started
+        self.read_seconds += took
+        self.recent_read_seconds += (took - self.recent_read_seconds) * (
+            1.0 if self.reads == 1 else 0.3
+        )
         self.last_read = (generation, result)
         return result
 

@@ -31,6 +31,7 @@ from models.snapshot import Snapshot
 from placer.inputs.files import read_policy, snapshot_from_file
 from placer.output import render
 from solver.check import master_quorum_warnings, standing_violations
+from solver.collector import collector_paused
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -195,19 +196,20 @@ def load_inputs(
     ``allow_empty``, an input with nothing to judge is an error: no nodes, or (``need_pods``) no
     pod the policy's selector picks (placer.inputs.content)."""
     policy = read_policy(policy_path)
-    if file is not None:
-        return policy, snapshot_from_file(
-            file, policy, allow_empty=allow_empty, need_pods=need_pods
-        )
-    from placer.inputs.live import snapshot_from_cluster
+    with collector_paused():
+        if file is not None:
+            return policy, snapshot_from_file(
+                file, policy, allow_empty=allow_empty, need_pods=need_pods
+            )
+        from placer.inputs.live import snapshot_from_cluster
 
-    return policy, snapshot_from_cluster(
-        policy,
-        context=context,
-        kubeconfig=kubeconfig,
-        allow_empty=allow_empty,
-        need_pods=need_pods,
-    )
+        return policy, snapshot_from_cluster(
+            policy,
+            context=context,
+            kubeconfig=kubeconfig,
+            allow_empty=allow_empty,
+            need_pods=need_pods,
+        )
 
 
 def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
@@ -257,6 +259,11 @@ def finish(skipped: Sequence[SkippedInput], warnings: Sequence[str], code: int) 
 
 
 def emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
+    with collector_paused():  # a plan's document: a dict per pod
+        _emit(plan, snapshot, output)
+
+
+def _emit(plan: Plan, snapshot: Snapshot, output: str) -> None:
     if output == "table":
         click.echo(render.plan_table(plan, snapshot))
     elif output in ("html", "map"):
