@@ -107,6 +107,27 @@ def test_bind_posts_a_binding_to_the_pod_subresource(
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-7"}
 
 
+def test_bind_carries_the_clients_token_and_refreshes_it(httpserver: HTTPServer) -> None:
+    """The Binding goes through the client's own auth: a token from the kubeconfig, renewed by
+    its refresh hook (as an exec or OIDC credential is) before each request."""
+    tokens = iter(["first", "second"])
+    configuration = Configuration(
+        host=httpserver.url_for("").rstrip("/"),
+        api_key={"authorization": "unset"},
+        api_key_prefix={"authorization": "Bearer"},
+    )
+    configuration.refresh_api_key_hook = lambda c: c.api_key.update(authorization=next(tokens))  # type: ignore[assignment]
+    httpserver.expect_request("/api/v1/namespaces/ns/pods/p/binding").respond_with_json(
+        status(201, "", ""), status=201
+    )
+    with ApiClient(configuration) as client:
+        adapter = KubernetesAdapter(client, request_timeout=5)
+        assert adapter.bind_pod("ns", "p", "uid-1", "n").ok
+        assert adapter.bind_pod("ns", "p", "uid-1", "n").ok
+    sent = [r.headers.get("Authorization") for r, _ in httpserver.log]
+    assert sent == ["Bearer first", "Bearer second"]
+
+
 def test_bind_without_uid_sends_no_precondition(
     httpserver: HTTPServer, adapter: KubernetesAdapter
 ) -> None:

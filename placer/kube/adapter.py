@@ -659,15 +659,10 @@ class KubernetesAdapter:
         same name (uid precondition). 404 means it is gone.
         """
         try:
-            resp = _read(
-                self.core.create_namespaced_pod_binding(
-                    name,
-                    namespace,
-                    build_binding(name, uid, node, annotations),  # type: ignore[arg-type]  # validated into V1Binding
-                    _headers={"Content-Type": JSON},
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout,
-                )
+            status = self._post(
+                "/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                {"namespace": namespace, "name": name},
+                build_binding(name, uid, node, annotations),
             )
         except Exception as exc:
             status, message = _failure(exc)
@@ -678,7 +673,27 @@ class KubernetesAdapter:
             if status == 404:
                 return BindResult(BindOutcome.GONE, status, message)
             return BindResult(BindOutcome.ERROR, status, message)
-        return BindResult(BindOutcome.BOUND, int(resp.status), f"bound to {node}", node)
+        return BindResult(BindOutcome.BOUND, status, f"bound to {node}", node)
+
+    def _post(self, path: str, path_params: Mapping[str, str], body: Mapping[str, Any]) -> int:
+        """POST ``body`` as JSON through the client's own request path (its auth and token
+        refresh, TLS, proxy and connection pool), without the generated method's validation
+        of every argument and of the body into its model: on the binder's hot path that was a
+        quarter of a Binding's CPU. The status on 2xx; otherwise ``ApiException``, as the
+        generated methods raise it."""
+        request = self.api_client.param_serialize(
+            method="POST",
+            resource_path=path,
+            path_params=dict(path_params),
+            header_params={"Accept": JSON, "Content-Type": JSON},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(*request, _request_timeout=self.request_timeout)
+        response.read()  # the body read returns the connection to the pool
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return int(response.status)
 
     def pin_and_ungate(
         self,
