@@ -4,9 +4,12 @@ what a fresh parse would say. JSON goes through orjson with the standard library
 import copy
 import json
 import math
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models import json_text
 from models.errors import InputError
@@ -87,6 +90,28 @@ def test_json_decodes_as_the_standard_library_does_even_where_orjson_refuses() -
     )
     with pytest.raises(json.JSONDecodeError):
         json_text.loads('{"a": ')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789x ,:-", max_size=60))
+def test_the_long_number_guard_finds_every_run_of_19_digits(text: str) -> None:
+    expected = re.search(r"[0-9]{19}", text) is not None
+    assert json_text.has_long_number(text) is expected
+    assert json_text.has_long_number(text.encode()) is expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+        max_leaves=12,
+    )
+)
+def test_json_decodes_any_document_as_the_standard_library_does(value: Any) -> None:
+    text = json.dumps(value)
+    assert json_text.loads(text) == json.loads(text)
+    assert json_text.loads(text.encode()) == json.loads(text)
 
 
 def test_a_dump_too_deep_for_orjson_gets_the_same_error_as_before() -> None:
