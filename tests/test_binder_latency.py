@@ -73,9 +73,16 @@ class _Quiet:
         pass
 
 
-def _holding(enforcer: Any, sizer: BatchSizer) -> Holding:
+def _holding(enforcer: Any, sizer: BatchSizer, read_seconds: float = 0.0) -> Holding:
     policy = Policy.model_validate({"permit": {"batchWindowSeconds": 10}})
-    return Holding(policy, BinderConfig(), sizer, enforcer, _Quiet())  # type: ignore[arg-type]
+    return Holding(
+        policy,
+        BinderConfig(),
+        sizer,
+        enforcer,
+        _Quiet(),  # type: ignore[arg-type]
+        read_seconds=lambda: read_seconds,
+    )
 
 
 def _ready(count: int) -> tuple[Any, dict[Any, str], dict[Any, dict[str, Any]]]:
@@ -103,6 +110,26 @@ def test_a_batch_is_due_once_the_enforcer_would_run_dry_during_its_solve(
     waited = dict.fromkeys(ours.values(), 0.0)
     report = StepReport()
     selection = holding.select(snap, ours, raw, waited, 0.0, True, report)
+    assert (selection is not None) is due
+
+
+@pytest.mark.parametrize(
+    ("read_seconds", "due"),
+    [(0.0, False), (0.5, True)],
+    ids=["solve-alone-fits-in-the-drain", "read-and-solve-outlast-the-drain"],
+)
+def test_the_snapshot_counts_in_the_lead_before_the_enforcer_runs_dry(
+    read_seconds: float, due: bool
+) -> None:
+    """1.5 s of writes left; the solve of the ready pods takes 0.6 s. Alone (with the margin,
+    0.9 s) it would finish long before the writes: wait for company. With a 0.5 s snapshot
+    first (1.65 s) the enforcer would stand idle: solve now."""
+    sizer = BatchSizer(target_seconds=2.0, max_pods=600)
+    sizer.observe(30, 3.0, "OPTIMAL", budget=5.0)
+    holding = _holding(_Busy(backlog=6, drain=1.5), sizer, read_seconds=read_seconds)
+    snap, ours, raw = _ready(2)
+    waited = dict.fromkeys(ours.values(), 0.0)
+    selection = holding.select(snap, ours, raw, waited, 0.0, True, StepReport())
     assert (selection is not None) is due
 
 

@@ -22,6 +22,9 @@ from placer.binder.reporting import Reporter
 
 IDLE_SECONDS = 30.0
 """Longest sleep between steps when nothing wakes the binder (a watch event does)."""
+LEAD_MARGIN = 1.5
+"""How much longer than its recent cost a batch's read and solve are allowed to take before
+the enforcer runs out of work (``Holding._runs_dry``)."""
 
 
 @dataclass
@@ -57,12 +60,15 @@ class Holding:
         sizer: BatchSizer,
         enforcer: Enforcer,
         reporter: Reporter,
+        read_seconds: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.policy = policy
         self.config = config
         self.sizer = sizer
         self.enforcer = enforcer
         self.reporter = reporter
+        self.read_seconds = read_seconds
+        """What a fresh snapshot costs now: a batch's first write waits for it and its solve."""
         self.retry: dict[str, tuple[int, float]] = {}
         self.in_flight: set[str] = set()
         """Shards handed to the enforcer whose outcome has not come back yet."""
@@ -186,13 +192,17 @@ class Holding:
         return self.policy.permit.batch_window_seconds - (now - opened)
 
     def _runs_dry(self, ready_pods: int) -> bool:
-        """Whether the enforcer finishes what it holds before a solve of the ready pods would:
-        then the next batch is solved now, so its writes follow without a gap (waiting for
-        company would leave the enforcer idle while shards are ready)."""
+        """Whether the enforcer finishes what it holds before the next batch's first write
+        could follow: a fresh snapshot, then a solve of the ready pods, each at their recent
+        cost, with a margin of half again for their spread. Then the next batch is read and
+        solved now, so its writes follow without a gap: waiting for company would leave the
+        enforcer idle while shards are ready (on the real API server such gaps were a third
+        of a second between batches, before the snapshot's cost was counted)."""
         if self.enforcer.backlog_pods == 0:
             return True
         drain = self.enforcer.drain_seconds()
-        return drain is not None and drain <= self.sizer.predict(ready_pods)
+        lead = self.read_seconds() + self.sizer.predict(ready_pods)
+        return drain is not None and drain <= LEAD_MARGIN * lead
 
     def finish(
         self, outcomes: Iterable[ShardOutcome], report: StepReport, now: float

@@ -141,7 +141,14 @@ class Binder:
             self.reporter.note_decision,
             self.reporter.forget,
         )
-        self.holding = Holding(policy, self.config, self.sizer, self.enforcer, self.reporter)
+        self.holding = Holding(
+            policy,
+            self.config,
+            self.sizer,
+            self.enforcer,
+            self.reporter,
+            read_seconds=lambda: self.reader.recent_read_seconds,
+        )
         self.solving = Solving(
             policy, self.config, self.metrics, self.sizer, self.warm, self.run_id
         )
