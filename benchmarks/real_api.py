@@ -32,8 +32,8 @@ Pods are created shard by shard (master first) by ``--creators`` threads. A watc
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
 time to the first bind, p50/p90/p99 from a shard's last pod created to its first bind, hard
 and soft violations of the result by the independent checker (``solver.check.audit``), the
-worst single-zone and single-rack master loss, the load average at start and end, and the CPU seconds each process
-used. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
+worst single-zone and single-rack master loss, the load average at start and end, the CPU seconds each process
+used, and the requests the API server served in that time by verb and resource. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
 into DIR, as collapsed stacks.
 """
 
@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import statistics
@@ -57,7 +58,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 
-from models.kube_objects import SHARD_SIZE_ANNOTATION, build_snapshot
+from models.kube_objects import BATCH_ANNOTATION, SHARD_SIZE_ANNOTATION, build_snapshot
 from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE
 from placer.kube.adapter import KubernetesAdapter, WatchExpired
@@ -218,6 +219,8 @@ class PodTimes:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.nodes: dict[str, str] = {}
+        self.batches: dict[str, str] = {}
+        """The binder's batch of each bound pod (its annotation), for the timeline."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -245,6 +248,9 @@ class PodTimes:
                             if name not in self.bound:
                                 self.bound[name] = time.monotonic()
                                 self.nodes[name] = node
+                                notes = event.object["metadata"].get("annotations") or {}
+                                if BATCH_ANNOTATION in notes:
+                                    self.batches[name] = notes[BATCH_ANNOTATION]
                     if self._stop.is_set():
                         return
             except WatchExpired:
@@ -267,6 +273,36 @@ class PodTimes:
 
 
 # -- where the CPU goes ----------------------------------------------------------------------
+
+
+_REQUEST_METRIC = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
+_METRIC_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def request_counts(api: ApiClient) -> Counter[str]:
+    """The requests the API server has served, by verb and resource: its own
+    ``apiserver_request_total``, so every client's requests count, the control plane's too."""
+    request = api.param_serialize(
+        method="GET",
+        resource_path="/metrics",
+        header_params={"Accept": "text/plain"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    response.read()
+    if response.status != 200:
+        raise RuntimeError(f"GET /metrics answered {response.status}")
+    counts: Counter[str] = Counter()
+    for line in (response.data or b"").decode().splitlines():
+        found = _REQUEST_METRIC.match(line)
+        if found is None:
+            continue
+        labels = dict(_METRIC_LABEL.findall(found.group(1)))
+        resource = labels.get("resource", "") or labels.get("path", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels.get('verb', '?')} {resource}"] += int(float(found.group(2)))
+    return counts
 
 
 def cpu_seconds(pid: int) -> float:
@@ -406,6 +442,10 @@ class RunResult:
     load_end: float
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds each process used from the first create to the last bind."""
+    timeline: list[str] = field(default_factory=list)
+    """Per binder batch: when its shards were complete, and its first and last bind."""
+    requests: dict[str, int] = field(default_factory=dict)
+    """Requests the API server served in that time, by verb and resource (its /metrics)."""
     solves: list[str] = field(default_factory=list)
 
 
@@ -492,6 +532,7 @@ def run_placer(
     times = PodTimes(adapter, namespace).start()
     load_start = os.getloadavg()[0]
     print(f"{mode}: creating {total} pods (load {load_start:.2f})", flush=True)
+    requests_before = request_counts(api)
     cpu_before = cpu_of(plane, binder)
     try:
         started = create_pods(
@@ -501,6 +542,7 @@ def run_placer(
         done = times.wait_bound(total, args.timeout)
         load_end = os.getloadavg()[0]
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_of(plane, binder).items()}
+        requests = request_counts(api) - requests_before
     finally:
         times.stop()
         if binder is not None:
@@ -517,6 +559,7 @@ def run_placer(
         for names in by_shard.values()
         if any(n in bound_at for n in names)
     ]
+    timeline = batch_timeline(times, by_shard, started)
     hard, soft, soft_rules, zone_loss, rack_loss = judge(adapter, namespace)
     seconds = last - started
     result = RunResult(
@@ -539,6 +582,8 @@ def run_placer(
         load_start=load_start,
         load_end=load_end,
         cpu=cpu,
+        requests=dict(requests),
+        timeline=timeline,
         solves=solves,
     )
     print(
@@ -548,6 +593,25 @@ def run_placer(
     )
     delete_pods(core, namespace)
     return result
+
+
+def batch_timeline(times: PodTimes, by_shard: dict[str, list[str]], started: float) -> list[str]:
+    """Per batch, in seconds from the first create: when its first and its last shard were
+    complete (their last member created), its first bind and its last bind. The gap from
+    the last complete shard to the first bind is the batch's read and solve; the one from
+    first to last bind its writing."""
+    shards_of: dict[str, set[str]] = defaultdict(set)
+    for name, batch in times.batches.items():
+        shards_of[batch].add(name.rsplit("-", 1)[0])
+    lines = []
+    for batch, shards in sorted(shards_of.items(), key=lambda kv: int(kv[0].rsplit("-", 1)[1])):
+        complete = [max(times.created[n] for n in by_shard[s]) - started for s in shards]
+        binds = [times.bound[n] - started for n, b in times.batches.items() if b == batch]
+        lines.append(
+            f"batch {batch}: {len(shards)} shards complete {min(complete):.2f}-{max(complete):.2f} s,"
+            f" bound {min(binds):.2f}-{max(binds):.2f} s"
+        )
+    return lines
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -771,6 +835,13 @@ def main() -> None:
     for r in results:
         used = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
         report.append(f"{r.mode}: CPU seconds from first create to last bind: {used}")
+    for r in results:
+        served = ", ".join(f"{k} {n}" for k, n in Counter(r.requests).most_common(10))
+        report.append(f"{r.mode}: API requests from first create to last bind: {served}")
+    for r in results:
+        if r.timeline:
+            report.append(f"\n{r.mode} batches:")
+            report.extend(f"  {line}" for line in r.timeline)
     for r in results:
         if r.solves:
             report.append(f"\n{r.mode} solves:")
