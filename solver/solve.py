@@ -221,7 +221,9 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
                 candidates.append(judge(degraded))
             best_so_far = min(candidates, key=_order)
-            if not _proven(snapshot, best_so_far, bounds):
+            # Within the gap asked for of a proven bound, a better plan or a tighter bound is
+            # what the gap says not to look for (the binder's batches: 0.3-0.7 s on 1,000 nodes).
+            if not _settled(snapshot, best_so_far, bounds, _gap_limit(policy, options)):
                 exact = _exact_classes(
                     snapshot, policy, best_so_far, work_until, workers, seed, options
                 )

@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
+import solver.solve as solve_module
 from models.kube_objects import build_snapshot, flatten
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
-from models.synthetic import awkward_cluster
+from models.synthetic import awkward_cluster, generate_cluster
 from solver.check import assess
 from solver.greedy import greedy_placement
 from solver.placement import Placement, to_plan
@@ -109,3 +110,27 @@ def test_a_neighbourhood_that_is_the_whole_problem_solved_optimally_ends_the_sea
         SearchOptions(time.monotonic() + 30, judge, lambda r: r, lambda _r: False),
     )
     assert result.steps == 1
+
+
+def test_a_plan_within_the_gap_asked_for_is_not_searched_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a relative gap, a plan already that close to the levels' proven bound is returned
+    without the whole class model (the binder's 1%): with no gap the class model runs and
+    proves it optimal; with 5% it is skipped and the objective is the same."""
+    policy = Policy.model_validate({"rules": {"survive": "none"}})
+    snapshot = build_snapshot(
+        flatten([generate_cluster(30, 40, running_shards=20, seed=1)]), policy
+    )
+    calls: list[int] = []
+    whole = solve_module._exact_classes
+    monkeypatch.setattr(
+        solve_module, "_exact_classes", lambda *a, **k: calls.append(1) or whole(*a, **k)
+    )
+    exact = solve(snapshot, policy, "place", SolveOptions(time_limit=5, relative_gap=0.0))
+    assert calls == [1] and exact.status == "OPTIMAL"
+    calls.clear()
+    close = solve(snapshot, policy, "place", SolveOptions(time_limit=5, relative_gap=0.05))
+    assert calls == []
+    assert close.objective == exact.objective
+    assert close.objective - close.bound <= 0.05 * close.objective
