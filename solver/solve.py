@@ -504,7 +504,7 @@ def _exact_classes(
     size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
     if size > SMALL_CLASS_MODEL or not problem.groups:
         return None
-    gap = options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+    gap = _gap_limit(policy, options)
     solution = solve_classes(
         problem,
         ClassOptions(
@@ -589,7 +589,7 @@ def _rebalance(
     remaining = until - time.monotonic()
     if remaining <= 0.1:
         return None
-    gap = options.relative_gap if options.relative_gap is not None else policy.solver.relative_gap
+    gap = _gap_limit(policy, options)
     solution = solve_classes(
         problem,
         ClassOptions(time_limit=remaining, workers=workers, seed=seed, relative_gap=gap),
