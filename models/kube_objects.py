@@ -232,15 +232,10 @@ def pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
     overhead. Remembered per distinct spec once it parsed without error: the key is the text
     of the parts it reads: ``repr`` of decoded JSON is one text per value, and cheaper to
     make than a hashable copy."""
-    containers, inits = spec.get("containers"), spec.get("initContainers")
     key = repr(
         (
-            [(c.get("resources"), c.get("restartPolicy")) for c in containers]
-            if isinstance(containers, list) and all(isinstance(c, Mapping) for c in containers)
-            else containers,
-            [(c.get("resources"), c.get("restartPolicy")) for c in inits]
-            if isinstance(inits, list) and all(isinstance(c, Mapping) for c in inits)
-            else inits,
+            _request_parts(spec.get("containers")),
+            _request_parts(spec.get("initContainers")),
             spec.get("overhead"),
         )
     )
@@ -251,6 +246,14 @@ def pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
     if len(_REQUESTS) < _REQUESTS_LIMIT:
         _REQUESTS[key] = result
     return result
+
+
+def _request_parts(containers: object) -> object:
+    """What ``_pod_requests`` reads of a list of containers: each one's resources and restart
+    policy. Anything else is kept whole (the parse then says what is wrong with it)."""
+    if isinstance(containers, list) and all(isinstance(c, Mapping) for c in containers):
+        return [(c.get("resources"), c.get("restartPolicy")) for c in containers]
+    return containers
 
 
 def _pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
