@@ -33,7 +33,12 @@ from benchmarks.run import rack_spread
 from models.kube_objects import build_snapshot, flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
-from placer.binder.loop import DEFAULT_BINDER_TIME_LIMIT, Binder, BinderConfig
+from placer.binder.loop import (
+    DEFAULT_BINDER_TIME_LIMIT,
+    DEFAULT_RELATIVE_GAP,
+    Binder,
+    BinderConfig,
+)
 from placer.kube.fake import FakeKubeAdapter
 from solver.check import audit, evaluate_objective, keep_plan
 
@@ -80,7 +85,11 @@ def run(solver: Literal["cp-sat", "greedy"], args: argparse.Namespace, policy: P
         args.nodes, args.running_shards, args.batches * args.batch_shards, shape
     )
     fake = FakeKubeAdapter(nodes=nodes, pods=placed)
-    binder = Binder(fake, policy, BinderConfig(solver=solver, time_limit=args.time_limit))
+    binder = Binder(
+        fake,
+        policy,
+        BinderConfig(solver=solver, time_limit=args.time_limit, relative_gap=args.relative_gap),
+    )
     now = 1_000_000.0
     binder.step(now=now)  # the initial list: a binder starts once, not once per batch
     binder.follow_nodes = True  # as ``run`` does: the node watch keeps nodes current
@@ -140,6 +149,9 @@ def main() -> None:
     parser.add_argument("--solvers", default="cp-sat,greedy")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_BINDER_TIME_LIMIT)
     parser.add_argument("--workers", type=int, default=0, help="policy solver.workers")
+    parser.add_argument(
+        "--relative-gap", type=float, default=DEFAULT_RELATIVE_GAP, help="as the binder's own"
+    )
     parser.add_argument("--racks-per-zone", type=int, default=4)
     parser.add_argument("--rack-sizes", default="", help="LOW,HIGH nodes a rack: uneven racks")
     args = parser.parse_args()

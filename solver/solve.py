@@ -185,6 +185,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 _level_progress(report),
                 standing=_standing(snapshot, options),
                 eligibility=options.eligibility,
+                relative_gap=_gap_limit(policy, options),
             ),
         )
         unplaceable = levels.unplaceable
@@ -216,6 +217,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         relaxed,
                         _standing(snapshot, options),
                         options.eligibility,
+                        _gap_limit(policy, options),
                     ),
                 )
                 degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)

@@ -8,11 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.cluster import Role
+from models.kube_objects import build_snapshot, flatten
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
+from models.synthetic import generate_cluster
 from solver.check import check_plan, evaluate_objective
 from solver.greedy import greedy_placement, greedy_plan
+from solver.levels.model import SolveSettings, _Watch
 from solver.levels.patterns import MAX_PATTERNS, bundle_types
 from solver.levels.rooms import build_rooms
 from solver.levels.shapes import build_shapes
@@ -171,6 +174,63 @@ def test_level_one_bound_never_exceeds_the_true_optimum() -> None:
     assert best is not None
     assert result.unplaced_bound == 0
     assert result.soft_bound <= best
+
+
+class _StopSpy:
+    """Stands in for the CP-SAT solver a level's watch may stop."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop_search(self) -> None:
+        self.stopped = True
+
+
+def _watch(gap: float, best: int, bound: int, offset: int = 0) -> bool:
+    """Whether a level's watch stops the search at this solution and bound (big 100,000 for an
+    unplaced pod, 1,000 for a majority shortfall)."""
+    spy = _StopSpy()
+    watch = _Watch(spy, SolveSettings(1.0, 1, 0, offset=offset, relative_gap=gap), 100_000, 1000)  # type: ignore[arg-type]
+    watch.best, watch.bound = best, bound
+    watch.on_bound(bound)
+    return spy.stopped
+
+
+def test_a_level_stops_within_the_gap_only_once_its_unplaced_pods_are_proven() -> None:
+    """A relative gap on the weighted sum would stop with 200 pods left out against a bound of
+    199 (0.5% of the sum): one pod more left out than needed. The level waits for the unplaced
+    pods and the majority shortfall to match the bound, then measures the soft cost alone."""
+    assert not _watch(0.01, 200 * 100_000 + 50, 199 * 100_000 + 50)
+    assert _watch(0.01, 200 * 100_000 + 50, 200 * 100_000 + 50)
+    assert not _watch(0.01, 2 * 1000 + 50, 1 * 1000 + 50)  # a shortfall the bound does not prove
+    assert _watch(0.01, 100, 99)  # within 1% of 100
+    assert not _watch(0.01, 100, 98)
+    assert _watch(0.01, 100, 98, offset=100)  # what stays counts in the plan's cost
+    assert not _watch(0.0, 100, 99)
+
+
+def test_levels_asked_for_a_gap_stop_short_of_the_proof_with_a_valid_bound() -> None:
+    """On 200 nodes with 60 shards running, level one proves its optimum with no gap asked for,
+    and with 1% stops at a plan within 1% of its bound, which stays below the optimum."""
+    policy = Policy()
+    snap = build_snapshot(flatten([generate_cluster(200, 20, running_shards=60, seed=0)]), policy)
+    exact = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0))
+    gapped = place_by_levels(
+        snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0, relative_gap=0.01)
+    )
+    assert exact.zone_status == "OPTIMAL"
+    assert gapped.zone_status == "FEASIBLE"
+    assert gapped.unplaced_bound == exact.unplaced_bound == 0
+    assert gapped.soft_bound <= exact.soft_bound
+    plan = solve(snap, policy, "place", SolveOptions(time_limit=20, relative_gap=0.01))
+    optimum = solve(snap, policy, "place", SolveOptions(time_limit=20))
+    assert optimum.status == "OPTIMAL"
+    assert not plan.unplaced and not optimum.unplaced
+    assert plan.bound <= optimum.objective <= plan.objective
+    assert plan.objective - plan.bound <= 0.01 * plan.objective
+    new = {m.key for m in snap.pending}
+    hard = [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+    assert not [v for v in hard if new & set(v.pods)]  # the generator's running pods break some
 
 
 # --------------------------------------------------------------------------- random clusters

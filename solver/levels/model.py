@@ -47,6 +47,9 @@ class SolveSettings:
     hint_t: int | None = None
     offset: int = 0
     """Soft costs of what stays that the model does not count, added to what progress shows."""
+    relative_gap: float = 0.0
+    """Stop once the soft cost is within this share of its bound, with the unplaced pods and
+    the majority shortfall already proven (solver.relativeGap; 0 searches to the proof)."""
 
 
 @dataclass
@@ -206,8 +209,10 @@ def solve_level(
     # worker prove what otherwise takes a portfolio (docs/benchmarks.md).
     params.linearization_level = 2
     params.log_search_progress = False
-    callback = _Reporter(settings, big, big_short) if settings.progress else None
-    code = solver.solve(model, callback)
+    watch = _Watch(solver, settings, big, big_short)
+    if settings.relative_gap:
+        solver.best_bound_callback = watch.on_bound
+    code = solver.solve(model, watch if settings.progress or settings.relative_gap else None)
     status = solver.status_name(code)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         unplaced_all = {b.shard.key for b in spec.bundles}
@@ -406,22 +411,52 @@ def _assign(bundle: Bundle, pattern: Pattern, out: dict[str, tuple[int, Role]]) 
                 break
 
 
-class _Reporter(cp_model.CpSolverSolutionCallback):
-    """Each better solution, in the plan's own terms: the soft objective (with the costs of what
-    stays, ``settings.offset``) and its bound, the phase naming pods still unplaced."""
+class _Watch(cp_model.CpSolverSolutionCallback):
+    """Each better solution and bound, in the plan's own terms.
 
-    def __init__(self, settings: SolveSettings, big: int, big_short: int) -> None:
+    Reports the soft objective (with the costs of what stays, ``settings.offset``) and its
+    bound, the phase naming pods still unplaced. With a relative gap it stops the search once
+    the gap is met lexicographically: the same unplaced pods and majority shortfall as the
+    bound proves, and the soft cost within the gap. A plain relative gap on the weighted sum
+    could stop with pods left out, since one of them weighs less than a share of many.
+    """
+
+    def __init__(
+        self, solver: cp_model.CpSolver, settings: SolveSettings, big: int, big_short: int
+    ) -> None:
         super().__init__()
+        self.solver = solver
         self.settings = settings
         self.big, self.big_short = big, big_short
+        self.best: int | None = None
+        self.bound: int | None = None
+
+    def _split(self, value: int) -> tuple[int, int, int]:
+        unplaced, rest = divmod(value, self.big)
+        shortfall, soft = divmod(rest, self.big_short)
+        return unplaced, shortfall, soft
 
     def on_solution_callback(self) -> None:
-        assert self.settings.progress is not None
-        unplaced, rest = divmod(round(self.objective_value), self.big)
-        objective = rest % self.big_short + self.settings.offset
-        bound_unplaced, bound_rest = divmod(math.ceil(self.best_objective_bound - 1e-6), self.big)
-        bound = (
-            bound_rest % self.big_short + self.settings.offset if bound_unplaced == unplaced else 0
-        )
-        phase = self.settings.phase + (f" ({unplaced} pods unplaced)" if unplaced else "")
-        self.settings.progress(phase, float(objective), float(bound))
+        self.best = round(self.objective_value)
+        self.bound = max(self.bound or 0, math.ceil(self.best_objective_bound - 1e-6))
+        if self.settings.progress is not None:
+            unplaced, _, soft = self._split(self.best)
+            bound_unplaced, _, bound_soft = self._split(self.bound)
+            objective = soft + self.settings.offset
+            bound = bound_soft + self.settings.offset if bound_unplaced == unplaced else 0
+            phase = self.settings.phase + (f" ({unplaced} pods unplaced)" if unplaced else "")
+            self.settings.progress(phase, float(objective), float(bound))
+        self._stop_within_gap()
+
+    def on_bound(self, bound: float) -> None:
+        self.bound = max(self.bound or 0, math.ceil(bound - 1e-6))
+        self._stop_within_gap()
+
+    def _stop_within_gap(self) -> None:
+        if not self.settings.relative_gap or self.best is None or self.bound is None:
+            return
+        *lexical, soft = self._split(self.best)
+        *bound_lexical, bound_soft = self._split(self.bound)
+        cost = soft + self.settings.offset
+        if lexical == bound_lexical and soft - bound_soft <= self.settings.relative_gap * cost:
+            self.solver.stop_search()

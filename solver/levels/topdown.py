@@ -40,6 +40,8 @@ class LevelsOptions:
     """What stays where it runs, when a caller keeps it (solver/levels/standing.py)."""
     eligibility: EligibilityCache | None = None
     """Which kinds each node accepts, when a caller keeps it (solver/levels/rooms.py)."""
+    relative_gap: float = 0.0
+    """Each level stops within this share of its bound (solver.relativeGap)."""
 
 
 @dataclass
@@ -102,6 +104,7 @@ def place_by_levels(
             hint=hint,
             hint_t=hint_t,
             offset=_fixed_constants(shapes, policy),
+            relative_gap=options.relative_gap,
         ),
         strengths,
         options.relaxed,
@@ -158,6 +161,7 @@ def place_by_levels(
                 seed=options.seed,
                 progress=options.progress,
                 phase=f"level two: racks of {zone}",
+                relative_gap=options.relative_gap,
             ),
             zsol.t,
             strengths,
