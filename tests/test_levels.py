@@ -191,7 +191,7 @@ def _watch(gap: float, best: int, bound: int, offset: int = 0) -> bool:
     unplaced pod, 1,000 for a majority shortfall)."""
     spy = _StopSpy()
     watch = _Watch(spy, SolveSettings(1.0, 1, 0, offset=offset, relative_gap=gap), 100_000, 1000)  # type: ignore[arg-type]
-    watch.best, watch.bound = best, bound
+    watch.best, watch.bound, watch.stopping = best, bound, True
     watch.on_bound(bound)
     return spy.stopped
 
@@ -209,11 +209,31 @@ def test_a_level_stops_within_the_gap_only_once_its_unplaced_pods_are_proven() -
     assert not _watch(0.0, 100, 99)
 
 
+def _second_batch(policy: Policy) -> Snapshot:
+    """1,000 nodes: a first batch of 100 new shards placed by the solver, then 100 more, as a
+    binder meets them. The first batch's even spread makes the second one's zone model slow to
+    prove (0.47 s, against its 0.05 s first search) though its first plan is within 1%."""
+    items = generate_cluster(1000, 200, seed=11)["items"]
+    redis = [o for o in items if o["kind"] == "Pod" and o["metadata"]["labels"]["app"] == "redis"]
+    others = [o for o in items if o not in redis]
+    shard = lambda p: int(p["metadata"]["labels"]["redis-shard"])  # noqa: E731
+    first = [p for p in redis if shard(p) < 100]
+    second = [p for p in redis if shard(p) >= 100]
+    snap = build_snapshot(flatten([{"kind": "List", "items": others + first}]), policy)
+    plan = solve(snap, policy, "place", SolveOptions(time_limit=20, search=False))
+    where = {a.pod: a for a in plan.assignments if a.action == "place" and a.node}
+    for p in first:
+        a = where[f"{p['metadata']['namespace']}/{p['metadata']['name']}"]
+        p["spec"]["nodeName"] = a.node
+        p["metadata"]["labels"]["redis-role"] = a.role
+    return build_snapshot(flatten([{"kind": "List", "items": others + first + second}]), policy)
+
+
 def test_levels_asked_for_a_gap_stop_short_of_the_proof_with_a_valid_bound() -> None:
-    """On 200 nodes with 60 shards running, level one proves its optimum with no gap asked for,
-    and with 1% stops at a plan within 1% of its bound, which stays below the optimum."""
+    """Level one proves its optimum with no gap asked for; with 1% it stops at a plan within 1%
+    of a bound that stays below the optimum, and the plan built on it keeps to the gap."""
     policy = Policy()
-    snap = build_snapshot(flatten([generate_cluster(200, 20, running_shards=60, seed=0)]), policy)
+    snap = _second_batch(policy)
     exact = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0))
     gapped = place_by_levels(
         snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0, relative_gap=0.01)
@@ -228,9 +248,22 @@ def test_levels_asked_for_a_gap_stop_short_of_the_proof_with_a_valid_bound() -> 
     assert not plan.unplaced and not optimum.unplaced
     assert plan.bound <= optimum.objective <= plan.objective
     assert plan.objective - plan.bound <= 0.01 * plan.objective
-    new = {m.key for m in snap.pending}
-    hard = [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
-    assert not [v for v in hard if new & set(v.pods)]  # the generator's running pods break some
+    assert not [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+
+
+def test_a_level_keeps_an_optimum_its_first_search_proves_though_a_gap_allows_less() -> None:
+    """200 nodes with 60 shards running: the first plan within 1% is not the optimum, but the
+    proof comes in the first short search, so the gap changes nothing (a near plan's shape
+    can cost the levels below: a replica in its master's zone brings a rack model)."""
+    policy = Policy()
+    snap = build_snapshot(flatten([generate_cluster(200, 20, running_shards=60, seed=0)]), policy)
+    exact = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0))
+    gapped = place_by_levels(
+        snap, policy, None, LevelsOptions(time.monotonic() + 20, 1, 0, relative_gap=0.01)
+    )
+    assert exact.zone_status == gapped.zone_status == "OPTIMAL"
+    assert gapped.soft_bound == exact.soft_bound
+    assert gapped.placement.node == exact.placement.node
 
 
 # --------------------------------------------------------------------------- random clusters

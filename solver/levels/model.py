@@ -19,6 +19,7 @@ a valid lower bound of the objective for the terms it sees.
 """
 
 import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,8 +49,14 @@ class SolveSettings:
     offset: int = 0
     """Soft costs of what stays that the model does not count, added to what progress shows."""
     relative_gap: float = 0.0
-    """Stop once the soft cost is within this share of its bound, with the unplaced pods and
-    the majority shortfall already proven (solver.relativeGap; 0 searches to the proof)."""
+    """Stop once the soft cost (with ``offset``) is within this share of itself above its
+    bound, with the unplaced pods and the majority shortfall already proven."""
+    absolute_gap: float = 0.0
+    """Or once it is within this much of its bound: a level below the first gets its share of
+    the plan's gap in the plan's own units, since its own cost is a small part of the plan's."""
+
+    def stops_early(self) -> bool:
+        return bool(self.relative_gap or self.absolute_gap)
 
 
 @dataclass
@@ -62,6 +69,10 @@ class _Model:
     unplaced_terms: list[object] = field(default_factory=list)
     shortfalls: list[tuple[object, int]] = field(default_factory=list)
     """(variable, upper bound): how far a domain already short of a master majority stays short."""
+    big: int = 1
+    """The weight of one unplaced pod: more than every shortfall and soft cost together."""
+    big_short: int = 1
+    """The weight of one step of a majority shortfall: more than every soft cost together."""
 
 
 def distinct_ceilings(tables: list[list[int]]) -> list[int]:
@@ -188,8 +199,8 @@ def solve_level(
     upper = _soft_upper_bound(spec, types, policy, t_high)
     # Lexicographic: unplaced pods, then shortfalls of a master majority (a hard rule the
     # running pods already break), then the soft terms.
-    big_short = upper + 1
-    big = big_short * (1 + sum(u for _, u in m.shortfalls))
+    big_short = m.big_short = upper + 1
+    big = m.big = big_short * (1 + sum(u for _, u in m.shortfalls))
     terms = [(weight, expr) for weight, expr in m.terms if weight]
     terms += [(big_short, short) for short, _ in m.shortfalls]
     soft = cp_model.LinearExpr.weighted_sum([e for _, e in terms], [w for w, _ in terms])
@@ -210,9 +221,43 @@ def solve_level(
     params.linearization_level = 2
     params.log_search_progress = False
     watch = _Watch(solver, settings, big, big_short)
-    if settings.relative_gap:
-        solver.best_bound_callback = watch.on_bound
-    code = solver.solve(model, watch if settings.progress or settings.relative_gap else None)
+    callback = watch if settings.progress or settings.stops_early() else None
+    if not settings.stops_early():
+        return _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
+    solver.best_bound_callback = watch.on_bound
+    # First a short search for the proof; only then may the gap stop the search.
+    started = time.monotonic()
+    budget = params.max_deterministic_time
+    params.max_deterministic_time = min(budget, PROOF_FIRST)
+    first = _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
+    left = settings.time_limit - (time.monotonic() - started)
+    if first.proven or first.status == "INFEASIBLE" or watch.within_gap() or left < 0.05:
+        return first
+    params.max_deterministic_time = max(0.05, budget - solver.deterministic_time)
+    params.max_time_in_seconds = left
+    watch.stopping = True
+    again = _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
+    return again if again.status in ("OPTIMAL", "FEASIBLE") else first
+
+
+PROOF_FIRST = 0.05
+"""Deterministic seconds a level searches for its proof before a gap may stop it. An easy
+optimum, often found and proven at once, is worth more than the first plan within the gap:
+that plan's shape can cost the levels below (a replica left in its master's zone brings that
+zone a rack model of thousands of patterns). A proof that takes longer (1.6-1.9 s for a zone
+model on 1,000 nodes) is where the gap pays."""
+
+
+def _outcome(
+    solver: cp_model.CpSolver,
+    code: int,
+    m: _Model,
+    types: list[BundleType],
+    spec: LevelSpec,
+    t_high: int,
+) -> LevelSolution:
+    """The level's answer as the solver left it: every bundle in a child, or unplaced."""
+    big, big_short = m.big, m.big_short
     status = solver.status_name(code)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         unplaced_all = {b.shard.key for b in spec.bundles}
@@ -430,6 +475,8 @@ class _Watch(cp_model.CpSolverSolutionCallback):
         self.big, self.big_short = big, big_short
         self.best: int | None = None
         self.bound: int | None = None
+        self.stopping = False
+        """Whether a solution or bound within the gap stops the search (after ``PROOF_FIRST``)."""
 
     def _split(self, value: int) -> tuple[int, int, int]:
         unplaced, rest = divmod(value, self.big)
@@ -453,10 +500,15 @@ class _Watch(cp_model.CpSolverSolutionCallback):
         self._stop_within_gap()
 
     def _stop_within_gap(self) -> None:
-        if not self.settings.relative_gap or self.best is None or self.bound is None:
-            return
+        if self.stopping and self.within_gap():
+            self.solver.stop_search()
+
+    def within_gap(self) -> bool:
+        """The same unplaced pods and shortfall as the bound proves, the soft cost close."""
+        settings = self.settings
+        if not settings.stops_early() or self.best is None or self.bound is None:
+            return False
         *lexical, soft = self._split(self.best)
         *bound_lexical, bound_soft = self._split(self.bound)
-        cost = soft + self.settings.offset
-        if lexical == bound_lexical and soft - bound_soft <= self.settings.relative_gap * cost:
-            self.solver.stop_search()
+        allowed = max(settings.relative_gap * (soft + settings.offset), settings.absolute_gap)
+        return lexical == bound_lexical and soft - bound_soft <= allowed

@@ -41,7 +41,8 @@ class LevelsOptions:
     eligibility: EligibilityCache | None = None
     """Which kinds each node accepts, when a caller keeps it (solver/levels/rooms.py)."""
     relative_gap: float = 0.0
-    """Each level stops within this share of its bound (solver.relativeGap)."""
+    """The plan's relative gap (solver.relativeGap): level one stops within it, the racks
+    below within what level one left of it."""
 
 
 @dataclass
@@ -130,6 +131,9 @@ def place_by_levels(
     rack_rules = policy.rules.survive == "rack"
     separate = strengths["rack"] != "ignore"
     zone_scope: set[str] = set()
+    rack_gap = _rack_gap(zsol, options.relative_gap, _fixed_constants(shapes, policy)) / max(
+        1, len(zones)
+    )
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
         if (
@@ -161,7 +165,7 @@ def place_by_levels(
                 seed=options.seed,
                 progress=options.progress,
                 phase=f"level two: racks of {zone}",
-                relative_gap=options.relative_gap,
+                absolute_gap=rack_gap,
             ),
             zsol.t,
             strengths,
@@ -231,6 +235,15 @@ def place_by_levels(
         zone_status=zsol.status,
         seconds=seconds,
     )
+
+
+def _rack_gap(zsol: LevelSolution, relative_gap: float, offset: int) -> float:
+    """What level one left of the plan's gap, in the plan's units, for the racks to stop in."""
+    if not relative_gap or zsol.status not in ("OPTIMAL", "FEASIBLE"):
+        return 0.0
+    soft = zsol.objective % zsol.big % zsol.big_short
+    bound_soft = zsol.lower_bounds()[2]
+    return max(0.0, relative_gap * (soft + offset) - (soft - bound_soft))
 
 
 def _touches(shard: PendingShard, by_zone: dict[str, tuple[str, Role]], zone: str) -> bool:
