@@ -30,7 +30,15 @@ from models.cluster import Role
 from models.policy import Policy
 from solver.levels.patterns import bundle_types
 from solver.levels.rooms import CPU, MEMORY, PODS, Rooms
-from solver.levels.spec import UNPLACED, Bundle, BundleType, LevelSolution, LevelSpec, Pattern
+from solver.levels.spec import (
+    UNPLACED,
+    Bundle,
+    BundleType,
+    LevelSolution,
+    LevelSpec,
+    Pattern,
+    lexical_parts,
+)
 
 Progress = Callable[[str, float, float], None]
 """Called with (phase, objective, bound) as better solutions are found."""
@@ -460,10 +468,10 @@ class _Watch(cp_model.CpSolverSolutionCallback):
     """Each better solution and bound, in the plan's own terms.
 
     Reports the soft objective (with the costs of what stays, ``settings.offset``) and its
-    bound, the phase naming pods still unplaced. With a relative gap it stops the search once
-    the gap is met lexicographically: the same unplaced pods and majority shortfall as the
-    bound proves, and the soft cost within the gap. A plain relative gap on the weighted sum
-    could stop with pods left out, since one of them weighs less than a share of many.
+    bound, the phase naming pods still unplaced. With a gap (relative or absolute) it stops
+    the search once the gap is met lexicographically: the same unplaced pods and majority
+    shortfall as the bound proves, and the soft cost within the gap. A plain relative gap on
+    the weighted sum could stop with pods left out, since one weighs less than a share of many.
     """
 
     def __init__(
@@ -479,9 +487,7 @@ class _Watch(cp_model.CpSolverSolutionCallback):
         """Whether a solution or bound within the gap stops the search (after ``PROOF_FIRST``)."""
 
     def _split(self, value: int) -> tuple[int, int, int]:
-        unplaced, rest = divmod(value, self.big)
-        shortfall, soft = divmod(rest, self.big_short)
-        return unplaced, shortfall, soft
+        return lexical_parts(value, self.big, self.big_short)
 
     def on_solution_callback(self) -> None:
         self.best = round(self.objective_value)

@@ -124,9 +124,19 @@ class LevelSolution:
     def lower_bounds(self) -> tuple[int, int, int]:
         """(unplaced pods, majority shortfall, soft cost): valid lower bounds, lexicographically
         (the soft bound holds for placements that meet the first two)."""
-        unplaced, rest = divmod(self.bound, self.big)
-        shortfall, soft = divmod(rest, self.big_short)
-        return unplaced, shortfall, soft
+        return lexical_parts(self.bound, self.big, self.big_short)
+
+    def soft_cost(self) -> int:
+        """The soft cost of the level's answer, without its unplaced pods and shortfall."""
+        return lexical_parts(self.objective, self.big, self.big_short)[2]
+
+
+def lexical_parts(value: int, big: int, big_short: int) -> tuple[int, int, int]:
+    """A level's weighted objective (or bound) read back as (unplaced pods, majority
+    shortfall, soft cost): one unplaced pod weighs ``big``, one step of shortfall ``big_short``."""
+    unplaced, rest = divmod(value, big)
+    shortfall, soft = divmod(rest, big_short)
+    return unplaced, shortfall, soft
 
 
 # --------------------------------------------------------------------------- patterns

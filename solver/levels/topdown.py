@@ -91,6 +91,7 @@ def place_by_levels(
     children = zone_children(rooms)
     zone_index = {c.name: i for i, c in enumerate(children)}
     hint, hint_t = _zone_hint(seed, snapshot, rooms, zone_index)
+    fixed_costs = _fixed_constants(shapes, policy)
     tick = time.monotonic()
     _, zsol = solve_zones(
         shapes,
@@ -104,7 +105,7 @@ def place_by_levels(
             phase="level one: zones",
             hint=hint,
             hint_t=hint_t,
-            offset=_fixed_constants(shapes, policy),
+            offset=fixed_costs,
             relative_gap=options.relative_gap,
         ),
         strengths,
@@ -114,7 +115,7 @@ def place_by_levels(
     unplaced_bound, shortfall, soft_bound = (
         zsol.lower_bounds() if zsol.status in ("OPTIMAL", "FEASIBLE") else (0, 0, 0)
     )
-    soft_bound += _fixed_constants(shapes, policy)
+    soft_bound += fixed_costs
 
     failed: set[str] = set(zsol.unplaced_shards)
     by_zone: dict[str, tuple[str, Role]] = {
@@ -131,9 +132,7 @@ def place_by_levels(
     rack_rules = policy.rules.survive == "rack"
     separate = strengths["rack"] != "ignore"
     zone_scope: set[str] = set()
-    rack_gap = _rack_gap(zsol, options.relative_gap, _fixed_constants(shapes, policy)) / max(
-        1, len(zones)
-    )
+    rack_gap = _rack_gap(zsol, options.relative_gap, fixed_costs) / max(1, len(zones))
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
         if (
@@ -241,7 +240,7 @@ def _rack_gap(zsol: LevelSolution, relative_gap: float, offset: int) -> float:
     """What level one left of the plan's gap, in the plan's units, for the racks to stop in."""
     if not relative_gap or zsol.status not in ("OPTIMAL", "FEASIBLE"):
         return 0.0
-    soft = zsol.objective % zsol.big % zsol.big_short
+    soft = zsol.soft_cost()
     bound_soft = zsol.lower_bounds()[2]
     return max(0.0, relative_gap * (soft + offset) - (soft - bound_soft))
 
