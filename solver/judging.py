@@ -286,8 +286,11 @@ class RunningVerdict:
     def update(
         self, snapshot: Snapshot, nodes: Iterable[str] = (), shards: Iterable[str] = ()
     ) -> None:
-        """Take a new snapshot in which only ``nodes`` (added, changed, gone, or with pods
-        bound or unbound) and ``shards`` (a member added, changed or gone) differ."""
+        """Take a new snapshot in which only ``nodes`` (the Node added, changed or gone) and
+        ``shards`` (a member added, changed or gone) differ. A pod bound or unbound is its
+        shard's change: the nodes it left and joined are recounted from that shard's old and
+        new members, and the other shards there are not judged again (their part reads only
+        their own members and nodes). Unmanaged load is compared here, node by node."""
         nodes, shards = set(nodes), set(shards)
         for name in nodes:
             shards |= set(self._on_node.get(name, ()))

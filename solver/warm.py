@@ -2,11 +2,16 @@
 the running placement (solver/judging.py), the levels' totals of it (solver/levels/standing.py)
 and which kinds of pod each node accepts (solver/levels/rooms.py EligibilityCache).
 
-The first two are invalidated by what touched them since the last batch: nodes added, changed or gone,
-and pods added, changed or gone (their shard and their node). ``changes`` reads that off two
-snapshots by object identity: the binder's snapshots reuse the parsed objects of every pod and
-node that did not change (models/kube_objects.ParseCache), so the diff costs a lookup per
-object, and anything rebuilt counts as changed.
+The first two are invalidated by what touched them since the last batch: nodes added, changed or gone
+(every shard with a member on them), and pods added, changed or gone (their shard). ``changes``
+reads that off two snapshots by object identity: the binder's snapshots reuse the parsed objects
+of every pod and node that did not change (models/kube_objects.ParseCache), so the diff costs a
+lookup per object, and anything rebuilt counts as changed.
+
+A pod bound to a node changes its own shard and that node's totals, not the other shards on the
+node: a shard's part of the verdict reads its own members and the nodes they are on. So a batch
+of bindings re-judges the shards bound, not every shard sharing a node with them (on a busy
+cluster most of the shards).
 """
 
 from dataclasses import dataclass, field
@@ -20,7 +25,9 @@ from solver.levels.standing import StandingCache
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[set[str], set[str]]:
-    """(node names, shard keys) that differ between the two snapshots."""
+    """(node names, shard keys) that differ between the two snapshots: nodes whose Node object
+    was added, changed or removed, and shards with a member added, changed or removed. Where
+    pods moved, the nodes' totals follow from those shards' old and new members."""
     nodes: set[str] = set()
     shards: set[str] = set()
     before, after = old.node_by_name, new.node_by_name
@@ -33,22 +40,9 @@ def changes(old: Snapshot, new: Snapshot) -> tuple[set[str], set[str]]:
         if prior is m:
             continue
         shards.add(m.shard_key)
-        if m.pod.node_name:
-            nodes.add(m.pod.node_name)
         if prior is not None:
             shards.add(prior.shard_key)
-            if prior.pod.node_name:
-                nodes.add(prior.pod.node_name)
-    for prior in was.values():  # gone
-        shards.add(prior.shard_key)
-        if prior.pod.node_name:
-            nodes.add(prior.pod.node_name)
-    other = {p.key: p for p in old.other_pods}
-    for pod in new.other_pods:
-        earlier = other.pop(pod.key, None)
-        if earlier is not pod:
-            nodes.update(n for n in (pod.node_name, earlier.node_name if earlier else None) if n)
-    nodes.update(p.node_name for p in other.values() if p.node_name)
+    shards.update(prior.shard_key for prior in was.values())  # gone
     return nodes, shards
 
 

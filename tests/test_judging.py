@@ -1,7 +1,7 @@
 """Incremental judging gives the full checker's verdict: on random clusters, through random
 sequences of plans, node changes, pod deletions and additions, ``RunningVerdict`` (told only what
-each change touched) and ``check.assess`` agree on violations, objective terms and worst domain
-losses."""
+each change touched, or told it by ``warm.changes`` on snapshots that share their unchanged
+objects) and ``check.assess`` agree on violations, objective terms and worst domain losses."""
 
 from collections.abc import Callable
 from typing import Any
@@ -132,6 +132,18 @@ def test_incremental_verdict_is_the_full_one(policy: Policy, data: st.DataObject
     warm.prepare(snap, policy)
     _agree(verdict, snap, policy, Plan(status="FEASIBLE"))
     _same_standing(standing, snap)
+    # As the binder has it: every object versioned and parsed once (``ParseCache``), so the
+    # snapshots share what did not change and ``changes`` tells the caches what did.
+    versions = iter(range(1, 10**6))
+    parse_cache = ParseCache()
+    bound = Warm(policy)
+
+    def versioned() -> Snapshot:
+        for obj in [*nodes.values(), *pods.values()]:
+            obj["metadata"].setdefault("resourceVersion", str(next(versions)))
+        return build_snapshot([*nodes.values(), *pods.values()], policy, parse_cache)
+
+    bound.prepare(versioned(), policy)
     for step in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["plan", "node", "drop node", "delete", "add", "bind"]))
         touched_nodes: set[str] = set()
@@ -148,26 +160,30 @@ def test_incremental_verdict_is_the_full_one(policy: Policy, data: st.DataObject
             name = draw(st.sampled_from(list(pods)))
             pod = pods.pop(name)
             pod_keys.append(f"{pod['metadata']['namespace']}/{name}")
-            touched_nodes.add(pod["spec"].get("nodeName") or "")
             if kind == "bind":
                 pod = _redis(draw, name, draw(st.integers(0, 4)), list(nodes))
                 pods[name] = pod
                 pod_keys.append(f"default/{name}")
-                touched_nodes.add(pod["spec"].get("nodeName") or "")
         elif kind == "add":
             name = f"q{step}"
             pods[name] = _redis(draw, name, draw(st.integers(0, 4)), list(nodes))
             pod_keys.append(f"default/{name}")
-            touched_nodes.add(pods[name]["spec"].get("nodeName") or "")
         if kind != "plan":
             new = snapshot(nodes.values(), pods.values(), policy)
             shards = {s for k in pod_keys for s in _shard_of(snap, k) | _shard_of(new, k)}
             snap = new
-            verdict.update(snap, nodes=touched_nodes - {""}, shards=shards)
-            standing.update(snap, nodes=touched_nodes - {""}, shards=shards)
+            # As ``warm.changes`` says it: the Nodes replaced, and the shards of the pods that
+            # changed (the nodes those pods left or joined are not named).
+            verdict.update(snap, nodes=touched_nodes, shards=shards)
+            standing.update(snap, nodes=touched_nodes, shards=shards)
             warm.prepare(snap, policy)
             _agree(verdict, snap, policy, Plan(status="FEASIBLE"))
             _same_standing(standing, snap)
+            shared = versioned()
+            bound.prepare(shared, policy)
+            assert bound.verdict is not None and bound.standing is not None
+            _agree(bound.verdict, shared, policy, Plan(status="FEASIBLE"))
+            _same_standing(bound.standing, shared)
         plan = _plan(draw, snap)
         _agree(verdict, snap, policy, plan)
         assert warm.verdict is not None and warm.standing is not None
@@ -218,4 +234,5 @@ def test_changes_are_the_objects_rebuilt() -> None:
         *[moved if p["metadata"]["name"] == "p1-0" else p for p in pods],
     ]
     later = build_snapshot(objects, policy, cache)
-    assert changes(again, later) == ({"n0", "n1", "n3"}, {"default/c/1"})
+    # n0's Node was replaced; p1-0 moved from n1 to n3, which is its shard's change alone.
+    assert changes(again, later) == ({"n0"}, {"default/c/1"})

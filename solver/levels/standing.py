@@ -3,8 +3,8 @@
 On a large cluster the walk over every running member is most of the levels' preparation for a
 small batch, and from one batch to the next only a few shards and nodes change. The cache keeps
 each shard's share of the totals and replaces only the shards ``update`` is told were touched
-(a node: every shard bound to it; a pod: its shard), so ``standing`` gives exactly the
-``Standing`` a full walk (shapes.build_shapes) would.
+(a node added, changed or gone: every shard bound to it; a pod: its shard), so ``standing``
+gives exactly the ``Standing`` a full walk (shapes.build_shapes) would.
 """
 
 from collections.abc import Iterable
