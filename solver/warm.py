@@ -10,8 +10,7 @@ lookup per object, and anything rebuilt counts as changed.
 
 A pod bound to a node changes its own shard and that node's totals, not the other shards on the
 node: a shard's part of the verdict reads its own members and the nodes they are on. So a batch
-of bindings re-judges the shards bound, not every shard sharing a node with them (on a busy
-cluster most of the shards).
+of bindings re-judges the shards bound, not every shard sharing a node with them.
 """
 
 from dataclasses import dataclass, field
