@@ -249,6 +249,20 @@ def input_files(document: dict[str, Any], policy: Policy) -> Iterator[tuple[str,
         yield dump, policy_file
 
 
+def installed_env() -> dict[str, str]:
+    """The environment of a command run as installed: with its modules' bytecode compiled.
+
+    An installed wheel (the image) carries compiled bytecode; an editable checkout under
+    PYTHONDONTWRITEBYTECODE compiles every module of the project on each run (0.16-0.22 s of a
+    `plan` on this machine). The bytecode goes to a cache of its own, written before the timing."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "redis-placer-bench-pycache")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    packages = [os.path.join(root, name) for name in ("models", "solver", "placer")]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], env=env, check=True)
+    return env
+
+
 def cli_run(
     document: dict[str, Any], policy: Policy, time_limit: float, mode: Mode
 ) -> tuple[float, float, str]:
@@ -281,7 +295,11 @@ def cli_run(
             "sys.stdout.write(done.stdout.decode())\n"
         )
         done = subprocess.run(
-            [sys.executable, "-c", wrapper, *command], capture_output=True, text=True, check=False
+            [sys.executable, "-c", wrapper, *command],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=installed_env(),
         )
         wall_text, peak_text = done.stderr.strip().splitlines()[-1].split()
         wall, peak = float(wall_text), int(peak_text) / 1024
