@@ -12,14 +12,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
-from ortools.sat.python import cp_model
-
 from models.cluster import Member, Role
 from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.classes.cpmodel import PlacementModel, build_variables
 from solver.classes.problem import Group, Problem, build_problem
+from solver.cpsat import cp_model
 from solver.predicates import blocking_reason, node_accepts_new_pods
 from solver.volumes import held_reason
 

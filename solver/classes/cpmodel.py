@@ -9,11 +9,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
 from models.cluster import Role
 from models.policy import Level
 from solver.classes.problem import Group, NodeClass, Problem, Shard
+from solver.cpsat import cp_model
 
 LinearExpr = cp_model.LinearExprT
 RELAXED_WEIGHT = 10_000

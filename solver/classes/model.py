@@ -16,12 +16,11 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
 from models.cluster import Role
 from solver.classes.assign import assign_nodes
 from solver.classes.cpmodel import RELAXED_WEIGHT, PlacementModel, build_variables
 from solver.classes.problem import Problem
+from solver.cpsat import cp_model
 from solver.placement import Placement
 from solver.rules import RULES
 

@@ -24,10 +24,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
 from models.cluster import Role
 from models.policy import Policy
+from solver.cpsat import cp_model
 from solver.levels.patterns import bundle_types
 from solver.levels.rooms import CPU, MEMORY, PODS, Rooms
 from solver.levels.spec import (
