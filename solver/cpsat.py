@@ -20,7 +20,14 @@ class _PandasOnFirstUse(types.ModuleType):
     """``pandas``, imported when an attribute is first read."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(importlib.import_module("pandas"), name)
+        return getattr(_real_pandas(), name)
+
+
+def _real_pandas() -> types.ModuleType:
+    """The real pandas, even while the placeholder stands in ``sys.modules``."""
+    if isinstance(sys.modules.get("pandas"), _PandasOnFirstUse):
+        del sys.modules["pandas"]
+    return importlib.import_module("pandas")
 
 
 class _PandasAtImport(_PandasOnFirstUse):

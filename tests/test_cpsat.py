@@ -70,6 +70,22 @@ def test_pandas_helpers_work_on_real_pandas() -> None:
     assert out == "Series Series [1, 2, 3]"
 
 
+def test_the_placeholder_gives_the_real_thing_for_any_other_name() -> None:
+    """Another OR-tools version may read more of pandas at import: it gets real pandas."""
+    out = _run(
+        """
+        import sys
+        from solver.cpsat import _PandasAtImport
+        placeholder = _PandasAtImport("pandas")
+        sys.modules["pandas"] = placeholder
+        frame = placeholder.DataFrame
+        import pandas
+        print(frame is pandas.DataFrame, pandas is not placeholder, placeholder.Index is not pandas.Index)
+        """
+    )
+    assert out == "True True True"
+
+
 def test_a_process_with_pandas_gets_the_plain_import() -> None:
     out = _run(
         """
