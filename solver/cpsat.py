@@ -1,7 +1,7 @@
 """OR-tools' ``cp_model``, imported without importing pandas.
 
 ``cp_model`` imports pandas at module level for its pandas helpers (``new_int_var_series`` and
-the like), which this project never calls; pandas is then 0.1-0.2 s of every command's start
+the like), which this project never calls; pandas is then about 0.1 s of every command's start
 on a 2-core machine (docs/benchmarks.md, issue 18's eighth pass). So while
 ``cp_model`` is imported, ``pandas`` stands for a placeholder that holds the two names
 ``cp_model`` reads at import (the classes of its type alias), and afterwards its ``pd`` is a
