@@ -7,7 +7,9 @@ on a 2-core machine (docs/benchmarks.md, issue 18's eighth pass). So while
 ``cp_model`` reads at import (the classes of its type alias), and afterwards its ``pd`` is a
 proxy that imports the real pandas the first time anything in it is touched: its pandas helpers
 work as before, on real pandas objects, and a process that has imported pandas already gets the
-plain import. Every module of the solver takes ``cp_model`` from here.
+plain import. Every module of the solver takes ``cp_model`` from here, at import time: the
+placeholder stands only while ``cp_model`` and what it imports (numpy, OR-tools' extension
+modules, none of which reads pandas) are loaded, before any thread of the binder starts.
 """
 
 import importlib
