@@ -70,9 +70,9 @@ def console() -> None:
 
 def _leave_fast(run: Any) -> None:
     """Run the command, flush its output and end the process without tearing the interpreter
-    down: unloading OR-tools and its libraries took 0.3-0.7 s on a loaded machine, after the plan is
-    printed, and a time limit counts to the end of the process. Only when no other non-daemon
-    thread is left, so nothing that a normal exit would wait for is cut short."""
+    down: unloading OR-tools and its libraries took 0.3-0.7 s on a loaded machine, after the
+    plan is printed, and a time limit counts to the end of the process. Only when no other
+    non-daemon thread is left, so nothing that a normal exit would wait for is cut short."""
     try:
         run()
         code: Any = 0

@@ -57,9 +57,9 @@ def test_pandas_helpers_work_on_real_pandas() -> None:
         assert "pandas" not in sys.modules
         import pandas as pd
         model = cp_model.CpModel()
-        xs = model.new_int_var_series(
-            name="x", index=pd.Index(["a", "b", "c"]), lower_bounds=0, upper_bounds=pd.Series([1, 2, 3], index=["a", "b", "c"])
-        )
+        index = pd.Index(["a", "b", "c"])
+        upper = pd.Series([1, 2, 3], index=index)
+        xs = model.new_int_var_series(name="x", index=index, lower_bounds=0, upper_bounds=upper)
         model.maximize(sum(xs))
         solver = cp_model.CpSolver()
         solver.solve(model)
@@ -80,7 +80,8 @@ def test_the_placeholder_gives_the_real_thing_for_any_other_name() -> None:
         sys.modules["pandas"] = placeholder
         frame = placeholder.DataFrame
         import pandas
-        print(frame is pandas.DataFrame, pandas is not placeholder, placeholder.Index is not pandas.Index)
+        real = pandas is not placeholder
+        print(frame is pandas.DataFrame, real, placeholder.Index is not pandas.Index)
         """
     )
     assert out == "True True True"
