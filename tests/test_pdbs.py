@@ -68,9 +68,12 @@ def test_pdbs_prints_one_valid_budget_per_shard(tmp_path: Path) -> None:
         ("redis", "cache-shard-0"),
         ("redis", "cache-shard-1"),
     ]
+    # One member fewer than the shard has, as a number: maxUnavailable would count every pod
+    # of the members' controllers (placer.kube.pdb).
+    assert [d["spec"]["minAvailable"] for d in docs] == [0, 1, 0]
     for doc in docs:
         valid(doc)
-        assert doc["apiVersion"] == "policy/v1" and doc["spec"]["maxUnavailable"] == 1
+        assert doc["apiVersion"] == "policy/v1" and "maxUnavailable" not in doc["spec"]
         assert DNS_LABEL.match(doc["metadata"]["name"])
     assert docs[1]["spec"]["selector"] == {
         "matchLabels": {"app": "redis", "redis-cluster": "cache", "redis-shard": "0"}
@@ -215,8 +218,11 @@ def test_the_binder_creates_a_budget_per_shard_it_places() -> None:
                 "uid": f"uid-redis-0-{shard}",
             }
         ]
+        members = [
+            p for p in fake.pods.values() if p["metadata"]["labels"].get("redis-shard") == shard
+        ]
         assert pdb["spec"] == {
-            "maxUnavailable": 1,
+            "minAvailable": len(members) - 1,
             "selector": {
                 "matchLabels": {"app": "redis", "redis-cluster": "redis-0", "redis-shard": shard}
             },

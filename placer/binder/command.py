@@ -111,7 +111,7 @@ from placer.metrics import Metrics, MetricsServer
     "--manage-pdbs/--no-manage-pdbs",
     default=False,
     show_default=True,
-    help="Create a PodDisruptionBudget (maxUnavailable: 1) for each shard placed and delete it "
+    help="Create a PodDisruptionBudget (minAvailable: shard size - 1) for each shard placed and delete it "
     "with the shard; needs the RBAC of deploy/components/manage-pdbs.",
 )
 @click.option(

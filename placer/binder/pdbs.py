@@ -22,7 +22,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.kube.adapter import KubeAdapter, KubeApiError
 from placer.kube.objects import NODE_NAME_FIELD
-from placer.kube.pdb import BINDER_MANAGER, MANAGED_BY, selector_matches, shard_pdb
+from placer.kube.pdb import BINDER_MANAGER, MANAGED_BY, selector_matches, shard_pdb, shard_size
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,7 @@ def decide(
                 cluster,
                 members[0].shard,
                 [m.pod.name for m in members],
+                size=shard_size(members),
                 labels={MANAGED_BY: BINDER_MANAGER},
                 owner=_owner(members, statefulsets),
             )

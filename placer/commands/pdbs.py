@@ -34,7 +34,7 @@ def command(
     allow_empty: bool,
     output: str,
 ) -> None:
-    """Print one PodDisruptionBudget per shard (maxUnavailable: 1, selecting the shard's pods by
+    """Print one PodDisruptionBudget per shard (minAvailable: shard size - 1, selecting the shard's pods by
     the policy's selector, cluster and shard labels), for `kubectl apply -f -`.
 
     A single budget over all masters lets a drain take a master and its own replica together;

@@ -1,6 +1,13 @@
 """One PodDisruptionBudget per Redis shard: a drain or an eviction takes at most one member of a
 shard at a time, so a master and its replica never go down together.
 
+The budget is ``minAvailable: <shard size - 1>``, a number, never ``maxUnavailable: 1``: with
+``maxUnavailable`` Kubernetes counts the pods it expects from the scale of the pods' controllers,
+and a shard's members belong to a StatefulSet of many shards (the bitnami chart's one set, the
+OT operator's leaders and followers), so such a budget would expect every pod of those sets,
+find a shard's two, and refuse every eviction. A number of pods is judged on the pods it
+selects.
+
 Pure builders of ``policy/v1`` objects, shared by ``redis-placer pdbs`` (a YAML stream for
 ``kubectl apply -f -``) and the binder's ``--manage-pdbs``.
 """
@@ -10,6 +17,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from models.cluster import Member
 from models.identity.read import shard_selector
 from models.policy import Policy
 from models.snapshot import Snapshot
@@ -39,10 +47,13 @@ def shard_pdb(
     shard: str,
     pod_names: Collection[str] = (),
     *,
+    size: int | None = None,
     labels: Mapping[str, str] | None = None,
     owner: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The PDB of one shard (``cluster`` is the cluster label value, not ``ns/name``)."""
+    """The PDB of one shard (``cluster`` is the cluster label value, not ``ns/name``) of
+    ``size`` members (default: as many as ``pod_names``)."""
+    members = size if size is not None else max(len(pod_names), 1)
     metadata: dict[str, Any] = {
         "name": pdb_name(cluster, shard),
         "namespace": namespace,
@@ -55,7 +66,7 @@ def shard_pdb(
         "kind": "PodDisruptionBudget",
         "metadata": metadata,
         "spec": {
-            "maxUnavailable": 1,
+            "minAvailable": max(members - 1, 0),
             "selector": shard_selector(policy, cluster, shard, pod_names),
         },
     }
@@ -68,8 +79,14 @@ def shard_pdbs(snapshot: Snapshot, policy: Policy) -> list[dict[str, Any]]:
         first = members[0]
         namespace, cluster = first.cluster.split("/", 1)
         names = [m.pod.name for m in members]
-        out.append(shard_pdb(policy, namespace, cluster, first.shard, names))
+        size = shard_size(members)
+        out.append(shard_pdb(policy, namespace, cluster, first.shard, names, size=size))
     return out
+
+
+def shard_size(members: Collection[Member]) -> int:
+    """The members a shard should have: its known size, or those present when more."""
+    return max(len(members), max((m.shard_size or 0) for m in members))
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
