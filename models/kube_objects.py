@@ -657,7 +657,7 @@ def build_snapshot(
                 )
             )
 
-    members, skipped = _valid_shards(members, issues)
+    members, skipped = valid_shards(members, issues)
     _report_shard_sizes(members, size_source, issues)
     others.extend(m.pod for m in skipped if not m.pod.pending)
     return Snapshot(
@@ -714,7 +714,7 @@ def _report_shard_sizes(
             )
 
 
-def _valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Member], list[Member]]:
+def valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Member], list[Member]]:
     """Drop shards whose roles contradict themselves; their running pods stay as plain load."""
     by_shard: dict[str, list[Member]] = {}
     for m in members:

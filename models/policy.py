@@ -243,19 +243,96 @@ class Degradation(Wire):
     )
 
 
+class SecretKey(Wire):
+    """A key of a Kubernetes Secret in the namespace of the Redis pods that use it."""
+
+    name: str = Field(
+        min_length=1,
+        description="The Secret's name; `{cluster}` stands for the Redis cluster's name (the "
+        "`labels.cluster` value, e.g. the Helm release or the custom resource).",
+    )
+    key: str = Field(min_length=1, description="The key inside the Secret.")
+
+
+class RedisAuth(Wire):
+    """The password (and ACL user) of the Redis pods, where the pods' own spec does not tell."""
+
+    secret: SecretKey | None = Field(
+        default=None,
+        description="The Secret key holding the password. Unset: the one the pods read it from "
+        "(their REDIS_PASSWORD, REDISCLI_AUTH, VALKEY_PASSWORD or VALKEYCLI_AUTH environment "
+        "variable, or a *_FILE variable pointing into a Secret volume), as the deployment's own "
+        "clients do.",
+    )
+    username: str | None = Field(
+        default=None,
+        description="ACL user to authenticate as. Unset: the pods' VALKEY_USER variable where "
+        "it pairs with VALKEYCLI_AUTH, else the default user.",
+    )
+
+
+class TlsSecret(Wire):
+    """A Secret with the CA that signs the Redis servers and, for servers that ask for one
+    (`tls-auth-clients`), a client certificate and key."""
+
+    name: str = Field(
+        min_length=1,
+        description="The Secret's name, in the Redis pods' namespace; `{cluster}` stands for "
+        "the Redis cluster's name.",
+    )
+    ca: str = Field(default="ca.crt", min_length=1, description="Key of the CA certificate.")
+    cert: str | None = Field(
+        default="tls.crt", description="Key of the client certificate; null: none is shown."
+    )
+    key: str | None = Field(
+        default="tls.key", description="Key of the client certificate's private key."
+    )
+
+
+class RedisTlsPolicy(Wire):
+    """Whether and how `rebalance` and `drill` speak TLS to Redis."""
+
+    mode: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="auto: TLS when the pods mount TLS material for their server (read from "
+        "their spec, as for the password); on: always (from `secret` or the files); off: never.",
+    )
+    secret: TlsSecret | None = Field(
+        default=None,
+        description="The Secret with the CA (and client certificate) to use, over what the pods "
+        "mount.",
+    )
+    ca_file: str | None = Field(
+        default=None, description="A CA file, for runs outside the cluster (`-f` dumps)."
+    )
+    cert_file: str | None = Field(default=None, description="A client certificate file.")
+    key_file: str | None = Field(default=None, description="The client certificate's key file.")
+
+
 class RedisAccess(Wire):
-    """How `rebalance` and `drill` reach the Redis processes (`--apply`, `--roles redis`)."""
+    """How `rebalance` and `drill` reach the Redis processes (`--apply`, `--roles redis`).
+
+    In the cluster the password and the TLS material come from the Secrets the deployment
+    already has (read through the API, `get` on Secrets in the Redis namespaces); the server is
+    verified against the CA, not its host name (the pods are dialled by IP, which the
+    deployments' certificates do not name)."""
 
     port: int = Field(
         default=6379, ge=1, le=65535, description="Redis port of the pods (`--redis-port`)."
     )
     password_env: str | None = Field(
         default=None,
-        description="Environment variable that holds the Redis password (`--password-env`).",
+        description="Environment variable that holds the Redis password (`--password-env`); "
+        "over any Secret.",
     )
     password_file: str | None = Field(
-        default=None, description="File that holds the Redis password (`--password-file`)."
+        default=None,
+        description="File that holds the Redis password (`--password-file`); over any Secret.",
     )
+    auth: RedisAuth = Field(
+        default=RedisAuth(), description="Where the password is, where the pods do not say."
+    )
+    tls: RedisTlsPolicy = Field(default=RedisTlsPolicy(), description="TLS to the Redis pods.")
 
 
 class Policy(Wire):

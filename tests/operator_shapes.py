@@ -153,3 +153,79 @@ def hyperspike(name: str, shards: int, replicas: int, **kw: Any) -> list[dict[st
         "app.kubernetes.io/component": "valkey",
     }
     return [statefulset(name, shards * (replicas + 1), labels, parallel=True, **kw)]
+
+
+# -- how each deployment hands its pods the Redis password and TLS material -------------------
+# From each deployment's own templates (docs/profiles/NAME.md, "Password and TLS").
+
+
+def _container(sts: Mapping[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = sts["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _secret_volume(
+    sts: Mapping[str, Any], name: str, secret: str, mount: str, items: Mapping[str, str] | None
+) -> None:
+    spec = sts["spec"]["template"]["spec"]
+    source: dict[str, Any] = {"secretName": secret}
+    if items:
+        source["items"] = [{"key": k, "path": p} for k, p in items.items()]
+    spec.setdefault("volumes", []).append({"name": name, "secret": source})
+    _container(sts).setdefault("volumeMounts", []).append(
+        {"name": name, "mountPath": mount, "readOnly": True}
+    )
+
+
+def _env(sts: Mapping[str, Any], variable: str, value: str | None = None, **ref: str) -> None:
+    entry: dict[str, Any] = {"name": variable}
+    if ref:
+        entry["valueFrom"] = {"secretKeyRef": dict(ref)}
+    else:
+        entry["value"] = value
+    _container(sts).setdefault("env", []).append(entry)
+
+
+def with_password(sts: Mapping[str, Any], deployment: str, secret: str, key: str) -> None:
+    """The password as the deployment's pod template reads it from ``secret`` / ``key``."""
+    if deployment == "bitnami":  # usePasswordFiles: true (the chart's default)
+        folder = "/opt/bitnami/redis/secrets"
+        _secret_volume(sts, "redis-password", secret, f"{folder}/", {key: "redis-password"})
+        _env(sts, "REDIS_PASSWORD_FILE", f"{folder}/redis-password")
+    elif deployment == "ot-operator":
+        _env(sts, "REDIS_PASSWORD", name=secret, key=key)
+        _env(sts, "REDISCLI_AUTH", name=secret, key=key)
+    elif deployment == "hyperspike":
+        _env(sts, "VALKEY_PASSWORD", name=secret, key=key)
+        _env(sts, "REDISCLI_AUTH", name=secret, key=key)
+    elif deployment == "valkey-io":  # the operator's own ACL user, from its system Secret
+        _env(sts, "PRIMARY_AUTH", name=secret, key="_replication")
+        _env(sts, "VALKEY_USER", "_operator")
+        _env(sts, "VALKEYCLI_AUTH", name=secret, key=key)
+    else:
+        raise ValueError(deployment)
+
+
+def with_tls(sts: Mapping[str, Any], deployment: str, secret: str) -> None:
+    """Server TLS material mounted from ``secret`` (ca.crt, tls.crt, tls.key) as the deployment
+    mounts it."""
+    if deployment == "bitnami":
+        folder = "/opt/bitnami/redis/certs"
+        _secret_volume(sts, "redis-certificates", secret, folder, None)
+        _env(sts, "REDIS_TLS_ENABLED", "yes")
+        for var, file in (("CERT", "tls.crt"), ("KEY", "tls.key"), ("CA", "ca.crt")):
+            _env(sts, f"REDIS_TLS_{var}_FILE", f"{folder}/{file}")
+    elif deployment == "ot-operator":  # spec.TLS without an explicit ca: no CA variable
+        _secret_volume(sts, "tls-certs", secret, "/tls", None)
+        _env(sts, "TLS_MODE", "true")
+        _env(sts, "REDIS_TLS_CERT", "/tls/tls.crt")
+        _env(sts, "REDIS_TLS_CERT_KEY", "/tls/tls.key")
+    elif deployment == "valkey-io":
+        _secret_volume(sts, "tls-certs", secret, "/tls", None)
+        _env(sts, "VALKEY_TLS_ENABLED", "true")
+        for var, file in (("CA", "ca.crt"), ("CERT", "tls.crt"), ("KEY", "tls.key")):
+            _env(sts, f"VALKEY_TLS_{var}_FILE", f"/tls/{file}")
+    elif deployment == "hyperspike":
+        _secret_volume(sts, "valkey-tls", secret, "/etc/valkey/certs", None)
+    else:
+        raise ValueError(deployment)

@@ -20,15 +20,11 @@ an independent check of ``placer.rebalance.redis_ops``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import random
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,30 +33,28 @@ from typing import Any
 
 import pytest
 import redis
-from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.retry import Retry
 
-from placer.rebalance.redis_ops import RedisEndpoint
+from placer.rebalance.redis_ops import RedisEndpoint, RedisTls
+from tests.redis_servers import (
+    RedisSecurity,
+    cli_command,
+    redis_binaries_missing,
+    server_config,
+    spawn_server,
+)
+from tests.redis_servers import client as server_client
+from tests.tls_material import LeafFiles
 
 DEFAULT_IPS: tuple[str, ...] = tuple(f"127.0.0.{i}" for i in range(2, 8))
 NODE_TIMEOUT_MS = 2000
 START_TIMEOUT_S = 30.0
 HEALTH_TIMEOUT_S = 30.0
 POLL_S = 0.05
-APT_HINT = "install the Debian package 'redis-server' (it pulls in redis-tools for redis-cli)"
 
 
 class HarnessError(RuntimeError):
     """The test cluster could not be brought to the requested state in time."""
-
-
-def redis_binaries_missing() -> str | None:
-    """Why Redis tests cannot run here, or None when both binaries are on PATH."""
-    missing = [b for b in ("redis-server", "redis-cli") if shutil.which(b) is None]
-    if missing:
-        return f"{' and '.join(missing)} not found on PATH; {APT_HINT}"
-    return None
 
 
 def wait_until(
@@ -104,14 +98,6 @@ def pick_port(ips: tuple[str, ...], rng: random.Random) -> int:
     raise HarnessError("no free port pair found in 20000-39999 on the loopback IPs")
 
 
-def _die_with_parent() -> None:
-    """Runs in the child: let the kernel SIGKILL redis-server if pytest dies abruptly."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def _nodes(client: redis.Redis) -> dict[str, dict[str, Any]]:
     """CLUSTER NODES through redis-py's parser, plus ``flag_set`` (its ``flags`` is a string)."""
     parsed: dict[str, dict[str, Any]] = client.execute_command("CLUSTER NODES")
@@ -153,6 +139,7 @@ class RedisClusterHarness:
         workdir: Path,
         *,
         password: str | None = None,
+        tls: LeafFiles | None = None,
         ips: tuple[str, ...] = DEFAULT_IPS,
         node_timeout_ms: int = NODE_TIMEOUT_MS,
     ) -> None:
@@ -160,6 +147,8 @@ class RedisClusterHarness:
             raise ValueError("the harness builds 3 masters + 3 replicas: give 6 IPs")
         self.workdir = workdir
         self.password = password
+        self.tls = tls
+        self.security = RedisSecurity(password=password, tls=tls)
         self.ips = ips
         self.node_timeout_ms = node_timeout_ms
         self.port = 0
@@ -204,46 +193,17 @@ class RedisClusterHarness:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _config(self, ip: str, node_dir: Path) -> str:
-        lines = [
-            f"port {self.port}",
-            f"bind {ip}",
-            f"bind-source-addr {ip}",
-            "protected-mode no",
-            "daemonize no",
-            f"dir {node_dir}",
-            f"logfile {node_dir / 'redis.log'}",
-            'save ""',
-            "appendonly no",
-            "cluster-enabled yes",
-            "cluster-config-file nodes.conf",
-            f"cluster-node-timeout {self.node_timeout_ms}",
-            "cluster-allow-replica-migration no",
-            "repl-diskless-sync-delay 0",
-            "enable-debug-command yes",
-        ]
-        if self.password:
-            lines += [f"requirepass {self.password}", f"masterauth {self.password}"]
-        return "\n".join(lines) + "\n"
-
     def _spawn_all(self, attempt: int) -> None:
-        server = shutil.which("redis-server")
-        if server is None:
-            raise HarnessError(f"redis-server not found on PATH; {APT_HINT}")
         for ip in self.ips:
             node_dir = self.workdir / f"try{attempt}-{ip}"
-            node_dir.mkdir(parents=True, exist_ok=True)
-            conf = node_dir / "redis.conf"
-            # The password goes into a 0600 file, not argv, so `ps` never shows it.
-            conf.write_text(self._config(ip, node_dir))
-            conf.chmod(0o600)
-            proc = subprocess.Popen(
-                [server, str(conf)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+            config = server_config(
+                ip,
+                self.port,
+                node_dir,
+                node_timeout_ms=self.node_timeout_ms,
+                security=self.security,
             )
+            proc = spawn_server(config, node_dir)
             self.nodes.append(RedisNode(ip=ip, port=self.port, workdir=node_dir, proc=proc))
 
         def all_answer() -> str | None:
@@ -260,14 +220,15 @@ class RedisClusterHarness:
         wait_until(all_answer, START_TIMEOUT_S, "every redis-server to answer PING")
 
     def _create_cluster(self) -> None:
-        cli = shutil.which("redis-cli")
-        if cli is None:
-            raise HarnessError(f"redis-cli not found on PATH; {APT_HINT}")
-        env = dict(os.environ)
-        if self.password:
-            env["REDISCLI_AUTH"] = self.password  # not argv: keeps it out of `ps`
-        cmd = [cli, "--cluster", "create", *(n.address for n in self.nodes)]
-        cmd += ["--cluster-replicas", "1", "--cluster-yes"]
+        cmd, env = cli_command(
+            self.security,
+            "--cluster",
+            "create",
+            *(n.address for n in self.nodes),
+            "--cluster-replicas",
+            "1",
+            "--cluster-yes",
+        )
         try:
             done = subprocess.run(
                 cmd, env=env, capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
@@ -286,19 +247,18 @@ class RedisClusterHarness:
     def endpoint(self, ip: str, *, password: str | None = None) -> RedisEndpoint:
         """The endpoint of one node, with the cluster password unless one is given."""
         pw = password if password is not None else self.password
-        return RedisEndpoint(host=ip, port=self.port, password=pw)
+        tls = None
+        if self.tls is not None:
+            tls = RedisTls(
+                ca_pem=self.tls.ca_cert.read_text(),
+                cert_file=str(self.tls.cert),
+                key_file=str(self.tls.key),
+            )
+        return RedisEndpoint(host=ip, port=self.port, password=pw, tls=tls)
 
     def client(self, ip: str, timeout_s: float = 2.0) -> redis.Redis:
         """A plain redis-py client to one node (no retries: fail fast, poll instead)."""
-        return redis.Redis(
-            host=ip,
-            port=self.port,
-            password=self.password,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            decode_responses=True,
-            retry=Retry(NoBackoff(), 0),
-        )
+        return server_client(ip, self.port, self.security, timeout_s)
 
     def cluster_client(self) -> RedisCluster:
         """A cluster-aware client started from 127.0.0.2, as an application would use."""
@@ -426,12 +386,14 @@ class RedisClusterHarness:
 
 
 @contextlib.contextmanager
-def running_cluster(workdir: Path, password: str | None = None) -> Iterator[RedisClusterHarness]:
+def running_cluster(
+    workdir: Path, password: str | None = None, tls: LeafFiles | None = None
+) -> Iterator[RedisClusterHarness]:
     """A started cluster that is always torn down, even when the test fails."""
     reason = redis_binaries_missing()
     if reason:
         pytest.skip(reason)
-    harness = RedisClusterHarness(workdir, password=password)
+    harness = RedisClusterHarness(workdir, password=password, tls=tls)
     try:
         harness.start()
         yield harness
@@ -465,4 +427,24 @@ def redis_cluster_shared(
 ) -> Iterator[RedisClusterHarness]:
     """One password-less cluster per test module, for tests that only read or restore."""
     with running_cluster(tmp_path_factory.mktemp("redis-shared")) as harness:
+        yield harness
+
+
+@pytest.fixture
+def redis_tls(tmp_path: Path) -> LeafFiles:
+    """A CA and the certificate every server (and the chart's own clients) uses, as a
+    kubernetes.io/tls Secret holds them; no pod IP is named in it, as in the deployments'."""
+    from tests.tls_material import make_authority, write_leaf
+
+    return write_leaf(
+        tmp_path / "tls", make_authority("redis-ca"), "cache", dns=["cache-headless.default.svc"]
+    )
+
+
+@pytest.fixture
+def redis_cluster_tls(
+    tmp_path: Path, redis_password: str, redis_tls: LeafFiles
+) -> Iterator[RedisClusterHarness]:
+    """A fresh cluster serving TLS only, client certificates required, with a password."""
+    with running_cluster(tmp_path / "redis", password=redis_password, tls=redis_tls) as harness:
         yield harness

@@ -27,13 +27,14 @@ import redis
 
 from models.identity.formations.create_order import masters_of
 from tests.redis_harness import (
+    NODE_TIMEOUT_MS,
     START_TIMEOUT_S,
     HarnessError,
-    _die_with_parent,
     pick_port,
     redis_binaries_missing,
     wait_until,
 )
+from tests.redis_servers import RedisSecurity, server_config, spawn_server
 
 pytestmark = pytest.mark.redis
 
@@ -73,27 +74,13 @@ class Formed:
 
 
 def _spawn(ips: list[str], port: int, workdir: Path) -> list[subprocess.Popen[bytes]]:
-    server = shutil.which("redis-server")
-    assert server is not None
     procs: list[subprocess.Popen[bytes]] = []
     for ordinal, ip in enumerate(ips):
         node_dir = workdir / f"node{ordinal}"
-        node_dir.mkdir(parents=True)
-        # bind-source-addr: without it every peer's cluster-bus connection comes from
-        # 127.0.0.1, the nodes learn each other under the wrong address and create hangs.
-        cmd = [server, "--port", str(port), "--bind", ip, "--bind-source-addr", ip]
-        cmd += ["--protected-mode", "no", "--daemonize", "no", "--dir", str(node_dir)]
-        cmd += ["--logfile", str(node_dir / "redis.log"), "--save", "", "--appendonly", "no"]
-        cmd += ["--cluster-enabled", "yes", "--cluster-config-file", str(node_dir / "nodes.conf")]
-        procs.append(
-            subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
+        config = server_config(
+            ip, port, node_dir, node_timeout_ms=NODE_TIMEOUT_MS, security=RedisSecurity()
         )
+        procs.append(spawn_server(config, node_dir))
     return procs
 
 

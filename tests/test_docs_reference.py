@@ -48,7 +48,8 @@ def _leaves(
     out: dict[str, Any] = {}
     for key, sub in (node.get("properties") or {}).items():
         path = f"{prefix}{key}"
-        value = data.get(key) if isinstance(data, dict) else None
+        # A key of an object that is off by default has its own default, or none.
+        value = data.get(key) if isinstance(data, dict) else sub.get("default")
         inner = _object_schema(schema, sub)
         if inner is None:
             out[path] = value

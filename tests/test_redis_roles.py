@@ -493,8 +493,10 @@ def test_password_right_wrong_and_missing(
 
     wrong = run(args, env={"REDIS_PW": redis_password + "-not"})
     assert wrong.exit_code == 2
-    assert "no Redis pod could be read" in wrong.stderr
+    assert wrong.stderr.count("\n") == 1, "one line"
+    assert "redis cluster default/cache: redis 127.0.0.2" in wrong.stderr
     assert "authentication failed while CLUSTER NODES: wrong username or password" in (wrong.stderr)
+    assert "(password from environment variable REDIS_PW); nothing was changed" in wrong.stderr
     assert redis_password not in wrong.output
 
     secret = tmp_path / "secret"

@@ -1,6 +1,6 @@
 """``redis-placer drill``: what losing a zone, rack or host does to each Redis cluster."""
 
-from typing import cast
+from typing import Any, cast
 
 import click
 import yaml
@@ -76,21 +76,22 @@ def parse_failures(values: tuple[str, ...], snapshot: Snapshot) -> list[Outage]:
 def _redis_facts(
     snapshot: Snapshot,
     policy: Policy,
+    adapter: Any,
     port: int | None,
     password_env: str | None,
     password_file: str | None,
 ) -> tuple[Snapshot, dict[str, int], dict[str, int], list[SkippedInput]]:
     """Roles, replication offsets and slots as the pods' Redis reports them, and what could not
     be read (input warnings: the label stands, the replica is ranked last)."""
-    from placer.rebalance.command import reading_warnings, redis_password, redis_roles
     from placer.rebalance.redis_offsets import replication_offsets, served_slots
+    from placer.rebalance.redis_reading import reading_warnings, redis_dialer, redis_roles
     from placer.rebalance.redis_roles import read_views
 
     redis_port = port or policy.redis.port
-    password = redis_password(policy, password_env, password_file)
-    views = read_views(snapshot.members, redis_port, password)
-    snapshot, reading = redis_roles(snapshot, redis_port, password, required=True, views=views)
-    offsets, problems = replication_offsets(snapshot.members, redis_port, password)
+    dial = redis_dialer(snapshot, policy, adapter, redis_port, password_env, password_file)
+    views = read_views(snapshot.members, dial)
+    snapshot, reading, _ = redis_roles(snapshot, dial, required=True, views=views)
+    offsets, problems = replication_offsets(snapshot.members, dial)
     unread = [
         SkippedInput(
             object=f"pod {pod}",
@@ -203,8 +204,12 @@ def command(
     slots: dict[str, int] | None = None
     unread: list[SkippedInput] = []
     if roles_from == "redis":
+        from placer.inputs.live import connect
+
+        # Live: the pods' Secrets give the password and TLS material, as for rebalance.
+        adapter = connect(kubeconfig, context) if file is None else None
         snapshot, offsets, slots, unread = _redis_facts(
-            snapshot, policy, redis_port, password_env, password_file
+            snapshot, policy, adapter, redis_port, password_env, password_file
         )
     plan = read_plan(plan_path, snapshot) if plan_path is not None else None
     checked: Level | None = None

@@ -12,6 +12,8 @@ reject fields newer than the client, and ``create_namespaced_pod_binding`` fails
 ``Status`` the server returns for a successful bind.
 """
 
+import base64
+import binascii
 import logging
 import os
 import socket
@@ -89,6 +91,7 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
         Permission("", "configmaps", "update"),
     ),
     "read_configmap": (Permission("", "configmaps", "get"),),
+    "get_secret": (Permission("", "secrets", "get"),),
     "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
     "create_pdb": (Permission("policy", "poddisruptionbudgets", "create"),),
     "delete_pdb": (Permission("policy", "poddisruptionbudgets", "delete"),),
@@ -128,6 +131,7 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
         "evict_pod": "cluster",
         "patch_pod_labels": "cluster",  # the redis-role label follows a CLUSTER FAILOVER
         "record_event": "cluster",
+        "get_secret": "cluster",  # the Redis password and TLS material the pods use
         "write_configmap": "namespace",  # the rebalance report
         "read_configmap": "namespace",
     },
@@ -340,6 +344,8 @@ class KubeAdapter(Protocol):
     ) -> Literal["created", "replaced"]: ...
 
     def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
+    def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
@@ -894,6 +900,28 @@ class KubernetesAdapter:
             raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
         data = json_text.loads(resp.data).get("data") or {}
         return {str(k): str(v) for k, v in data.items()}
+
+    def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        """The Secret's data, decoded, or None when it does not exist. Only the keys a
+        caller asks for leave this process's memory, and nothing of it is logged."""
+        action = f"get secret {namespace}/{name}"
+        try:
+            resp = _raw(
+                self.core.read_namespaced_secret(
+                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeApiError(action, *_failure(exc)) from None
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from None
+        data = json_text.loads(resp.data).get("data") or {}
+        try:
+            return {str(k): base64.b64decode(v) for k, v in data.items()}
+        except (binascii.Error, TypeError):
+            raise KubeApiError(action, 0, "its data is not base64") from None
 
     # -- disruption budgets ----------------------------------------------------------------
 

@@ -76,6 +76,8 @@ class FakeKubeAdapter:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[Key, dict[str, Any]] = {}
         self.configmaps: dict[Key, dict[str, str]] = {}
+        self.secrets: dict[Key, dict[str, bytes]] = {}
+        self.secret_reads: list[Key] = []
         self.pdbs: dict[Key, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
         self.volume_objects: list[dict[str, Any]] = list(volume_objects or [])
@@ -393,6 +395,12 @@ class FakeKubeAdapter:
     def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
         with self._lock:
             data = self.configmaps.get((namespace, name))
+            return dict(data) if data is not None else None
+
+    def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        with self._lock:
+            self.secret_reads.append((namespace, name))
+            data = self.secrets.get((namespace, name))
             return dict(data) if data is not None else None
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:

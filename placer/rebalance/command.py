@@ -31,12 +31,15 @@ from placer.commands.options import (
     with_source,
 )
 from placer.output import render
+from placer.rebalance.events import record_actions, record_run
+from placer.rebalance.redis_reading import reading_warnings, roles_document
 from solver.changes import Change, after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import master_quorum_warnings
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
-    from placer.rebalance.redis_roles import RoleMismatch, RoleReading, View
+    from placer.rebalance.redis_access import Dialer
+    from placer.rebalance.redis_roles import RoleMismatch, RoleReading
 
 
 def _apply(
@@ -45,9 +48,9 @@ def _apply(
     changes: list[dict[str, str]],
     *,
     adapter: Any,
-    password: str | None,
-    port: int,
+    dial: Dialer,
     relabel: bool,
+    role_values: Mapping[str, str],
     max_failovers: int | None,
     max_moves: int,
     failover_timeout: float,
@@ -67,10 +70,10 @@ def _apply(
     pods = {m.key: m for m in snapshot.members}
 
     def endpoint(pod_key: str) -> RedisEndpoint:
-        ip = pods[pod_key].pod.pod_ip
-        if not ip:
+        found = dial(pods[pod_key])
+        if found is None:
             raise click.ClickException(f"pod {pod_key} has no pod IP: cannot reach its Redis")
-        return RedisEndpoint(host=ip, port=port, password=password)
+        return found
 
     failovers = [
         FailoverStep(
@@ -122,7 +125,8 @@ def _apply(
 
         def relabel_fn(pod_key: str, role: str) -> None:
             ns, name = pod_key.split("/", 1)
-            result = adapter.patch_pod_labels(ns, name, {policy.labels.role: role})
+            value = role_values.get(role, role)
+            result = adapter.patch_pod_labels(ns, name, {policy.labels.role: value})
             if not result.ok:
                 raise RuntimeError(f"{result.outcome.value} ({result.status}): {result.message}")
 
@@ -138,7 +142,7 @@ def _apply(
     fixes: list[Action] = []
     in_failover = {f.to_pod for f in failovers} | {f.from_pod for f in failovers}
     for fix in label_fixes:
-        if relabel_fn is None or not fix.confirmed or fix.pod in in_failover:
+        if relabel_fn is None or fix.pod in in_failover:
             continue
         try:
             relabel_fn(fix.pod, fix.redis)
@@ -180,72 +184,6 @@ def _live_inputs(
     return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
 
 
-def redis_password(
-    policy: Policy, password_env: str | None, password_file: str | None
-) -> str | None:
-    """The Redis password from the options, else the policy's ``redis`` source; exit 2 when
-    the named source cannot be read."""
-    from placer.rebalance.redis_ops import PasswordSourceError, password_from_env_or_file
-
-    try:
-        return password_from_env_or_file(
-            password_env or policy.redis.password_env, password_file or policy.redis.password_file
-        )
-    except PasswordSourceError as exc:
-        fail(str(exc))
-
-
-def redis_roles(
-    snapshot: Snapshot,
-    port: int,
-    password: str | None,
-    *,
-    required: bool,
-    views: Mapping[str, View] | None = None,
-) -> tuple[Snapshot, RoleReading]:
-    """``snapshot`` with each member's role as Redis reports it (see placer.rebalance.redis_roles).
-
-    ``required``: exit 2 when no pod answers (the run would otherwise act on labels
-    it was asked not to trust); otherwise the labels stand. ``views``: the ``CLUSTER NODES``
-    answers when the caller has read them already (they are read here otherwise).
-    """
-    from placer.rebalance.redis_roles import apply_roles, read_views, resolve_roles
-
-    if views is None:
-        views = read_views(snapshot.members, port, password)
-    reading = resolve_roles(snapshot.members, views, port)
-    if required and snapshot.running and not reading.read:
-        if not reading.tried:
-            fail(
-                f"--roles redis: none of the {len(snapshot.running)} running Redis pods "
-                "has a pod IP (status.podIP); cannot read roles from Redis"
-            )
-        ip = {m.key: m.pod.pod_ip for m in snapshot.members}
-        tried = [f"{k} ({ip[k]}:{port})" for k in reading.tried]
-        shown = ", ".join(tried[:8]) + (f" and {len(tried) - 8} more" if len(tried) > 8 else "")
-        first = views[reading.tried[0]]
-        fail(f"--roles redis: no Redis pod could be read; tried {shown}; first error: {first}")
-    return apply_roles(snapshot, reading), reading
-
-
-def reading_warnings(reading: RoleReading | None) -> list[SkippedInput]:
-    """Roles Redis could not be trusted for, as input warnings (each label stands)."""
-    issues = reading.issues if reading is not None else []
-    return [SkippedInput(object=i.object, message=i.message, severity="warning") for i in issues]
-
-
-def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
-    if reading is None:
-        return {"source": source}
-    return {
-        "source": source,
-        "read": list(reading.read),
-        "unreachable": list(reading.unreachable),
-        "mismatches": [m.model_dump() for m in reading.mismatches],
-        "issues": [i.model_dump() for i in reading.issues],
-    }
-
-
 @click.command("rebalance")
 @with_source
 @click.option(
@@ -254,11 +192,12 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
 @click.option(
     "--roles",
     "roles_from",
-    type=click.Choice(["labels", "redis"]),
-    default="labels",
+    type=click.Choice(["auto", "labels", "redis"]),
+    default="auto",
     show_default=True,
-    help="Where each pod's master/replica role comes from: its role label, or CLUSTER NODES "
-    "of the pods themselves (sees failovers the labels missed).",
+    help="Where each pod's master/replica role comes from: CLUSTER NODES of the pods "
+    "themselves (redis; sees the failovers labels miss), the role labels (labels), or auto: "
+    "Redis on a live cluster when its pods answer, the labels for a dump (-f).",
 )
 @click.option(
     "--redis-port",
@@ -281,9 +220,10 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
 )
 @click.option(
     "--relabel/--no-relabel",
-    default=False,
-    help="Make role labels follow Redis: swap them after a failover and, with --roles redis, "
-    "fix every label Redis contradicts.",
+    default=None,
+    help="Make role labels follow Redis, where the binder reads them: swap them after a "
+    "failover and fix every label Redis contradicts. Default: on with --apply when the roles "
+    "were read from Redis.",
 )
 @click.option(
     "--password-env", default=None, help="Env var holding the Redis password (never logged)."
@@ -320,7 +260,7 @@ def command(
     redis_port: int | None,
     max_moves: int,
     max_failovers: int | None,
-    relabel: bool,
+    relabel: bool | None,
     password_env: str | None,
     password_file: str | None,
     failover_timeout: float,
@@ -341,14 +281,23 @@ def command(
         else:
             policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
         port = redis_port or policy.redis.port
-        password = (
-            redis_password(policy, password_env, password_file)
-            if apply_ or roles_from == "redis"
-            else None
-        )
+        from_redis = roles_from == "redis" or (roles_from == "auto" and file is None)
+        dial: Dialer | None = None
+        if apply_ or from_redis:
+            from placer.rebalance.redis_reading import redis_dialer
+
+            progress("reading credentials", None, None)
+            dial = redis_dialer(snapshot, policy, adapter, port, password_env, password_file)
         reading: RoleReading | None = None
-        if roles_from == "redis":
-            snapshot, reading = redis_roles(snapshot, port, password, required=True)
+        roles_note = ""
+        if from_redis and dial is not None:
+            from placer.rebalance.redis_reading import redis_roles, unreachable_note
+
+            progress("reading roles from Redis", None, None)
+            snapshot, reading, views = redis_roles(snapshot, dial, required=roles_from == "redis")
+            if reading is None:
+                roles_note = unreachable_note(views)
+        relabel = bool(apply_ and reading is not None) if relabel is None else relabel
         progress("auditing", None, None)
         from solver.repair import Caps  # the solver (OR-tools) loads once the lines run
         from solver.solve import SolveOptions, solve
@@ -376,7 +325,7 @@ def command(
     warnings = master_quorum_warnings(snapshot, policy)
     result: dict[str, Any] = {
         "apply": apply_,
-        "roles": _roles_document(roles_from, reading),
+        "roles": roles_document("redis" if reading else "labels", reading, roles_note),
         "auditBefore": [v.model_dump(by_alias=True) for v in before],
         "plan": {
             "status": plan.status,
@@ -392,34 +341,40 @@ def command(
         "warnings": warnings,
     }
     remaining_hard = [v for v in after if v.severity == "hard"]
-    label_fixes = [m for m in reading.mismatches if m.confirmed] if reading and relabel else []
+    label_fixes = list(reading.mismatches) if reading and relabel else []
     if apply_ and has_errors(skipped):
         result["notApplied"] = "the input has errors (on stderr): nothing is changed"
     elif apply_ and (changes or label_fixes):
         from placer.inputs.live import read_cluster
 
+        assert dial is not None  # --apply always resolves the credentials
         result["actions"] = _apply(
             snapshot,
             policy,
             changes,
             adapter=adapter,
-            password=password,
-            port=port,
+            dial=dial,
             relabel=relabel,
+            role_values=label_values(snapshot, policy),
             max_failovers=max_failovers,
             max_moves=max_moves,
             failover_timeout=failover_timeout,
             label_fixes=label_fixes,
         )["actions"]
+        record_actions(adapter, snapshot, result["actions"])
         current = read_cluster(adapter, policy, allow_empty=True)
-        if roles_from == "redis":
-            current, _ = redis_roles(current, port, password, required=False)
+        if reading is not None:
+            from placer.rebalance.redis_reading import redis_roles
+
+            current, _, _ = redis_roles(current, dial, required=False)
         audited = audit_violations(current, policy)
         result["auditAfter"] = [v.model_dump(by_alias=True) for v in audited]
         remaining_hard = [v for v in audited if v.severity == "hard"]
         if report_configmap:
             ns, _, name = report_configmap.partition("/")
             adapter.write_configmap(ns, name, {"report.json": json.dumps(result, indent=2)})
+    if apply_ and adapter is not None:
+        record_run(adapter, _summary(result, remaining_hard), _failed(result))
     if pushgateway:
         _push(pushgateway, before, remaining_hard)
     if output == "table":
@@ -439,7 +394,49 @@ def command(
     else:
         click.echo(render.document(result, output))
     code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
-    finish([*skipped, *reading_warnings(reading)], warnings, code)
+    notes = [*warnings, roles_note] if roles_note else warnings
+    finish([*skipped, *reading_warnings(reading)], notes, code)
+
+
+def label_values(snapshot: Snapshot, policy: Policy) -> dict[str, str]:
+    """The value the role label takes for each role, as the deployment writes it (the OT
+    operator's ``slave``), so a relabelled pod reads like its siblings."""
+    from models.identity.facts import role_of
+
+    key = policy.labels.role
+    seen: dict[str, Counter[str]] = {}
+    for member in snapshot.members:
+        value = member.pod.labels.get(key)
+        role = role_of(value, policy.identity.role_values)
+        if value is not None and role is not None:
+            seen.setdefault(role.value, Counter())[value] += 1
+    return {role: values.most_common(1)[0][0] for role, values in seen.items()}
+
+
+def _summary(result: dict[str, Any], remaining_hard: list[Violation]) -> str:
+    """One line for the run's Event: what it did and what it leaves."""
+    done = Counter((a["kind"], a["outcome"]) for a in result.get("actions", []))
+    parts = [
+        f"{done[(kind, 'ok')]} {word}"
+        for kind, word in (
+            ("failover", "failovers"),
+            ("evict", "evictions"),
+            ("relabel", "role labels fixed"),
+        )
+    ]
+    bad = sum(n for (_, outcome), n in done.items() if outcome != "ok")
+    text = "rebalance: " + ", ".join(parts)
+    if bad:
+        text += f", {bad} skipped or failed"
+    if "notApplied" in result:
+        text = f"rebalance: nothing applied: {result['notApplied']}"
+    return text + f"; {len(remaining_hard)} hard violations left"
+
+
+def _failed(result: dict[str, Any]) -> bool:
+    return "notApplied" in result or any(
+        a["outcome"] == "failed" for a in result.get("actions", [])
+    )
 
 
 def _report_reserve(snapshot: Snapshot) -> float:

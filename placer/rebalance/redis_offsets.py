@@ -44,8 +44,7 @@ def _offset(info: Mapping[str, str]) -> int | None:
 
 def replication_offsets(
     members: Iterable[Member],
-    port: int,
-    password: str | None,
+    dial: Callable[[Member], RedisEndpoint | None],
     *,
     timeout_s: float = DEFAULT_IO_TIMEOUT_S,
     reader: InfoReader = info_replication,
@@ -56,9 +55,9 @@ def replication_offsets(
     Only running members with a pod IP whose role is replica are asked (``INFO replication``).
     """
     targets = {
-        m.key: RedisEndpoint(host=m.pod.pod_ip, port=port, password=password)
+        m.key: endpoint
         for m in members
-        if m.role is Role.REPLICA and m.pod.pod_ip and not m.pod.pending
+        if m.role is Role.REPLICA and not m.pod.pending and (endpoint := dial(m)) is not None
     }
 
     def one(endpoint: RedisEndpoint) -> int | str:

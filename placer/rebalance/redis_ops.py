@@ -33,6 +33,8 @@ __all__ = [
     "RedisCommandError",
     "RedisEndpoint",
     "RedisOpsError",
+    "RedisTls",
+    "RedisTlsError",
     "RedisUnreachable",
     "cluster_info",
     "failover_to",
@@ -46,6 +48,26 @@ DEFAULT_IO_TIMEOUT_S = 5.0
 Role = Literal["master", "replica", "unknown"]
 
 
+class RedisTls(BaseModel):
+    """How to speak TLS to Redis, as the deployment's own clients do.
+
+    The server is verified against ``ca_pem`` (the CA of the deployment's TLS Secret), never
+    trusted blindly. The host name is not checked by default: the operators' certificates name
+    services and pod DNS names, and the tool dials pod IPs. ``cert_file`` / ``key_file`` are
+    shown when the servers ask for a client certificate (``tls-auth-clients``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ca_pem: str | None = None
+    """PEM of the CA that signs the servers; None: the system's trusted CAs."""
+    cert_file: str | None = None
+    key_file: str | None = None
+    check_hostname: bool = False
+    source: str = ""
+    """Where the material came from (a Secret's name), for messages."""
+
+
 class RedisEndpoint(BaseModel):
     """Where one Redis node answers. The password is a SecretStr: repr and JSON mask it."""
 
@@ -55,6 +77,11 @@ class RedisEndpoint(BaseModel):
     port: int = Field(default=6379, ge=1, le=65535)
     password: SecretStr | None = None
     username: str | None = None
+    tls: RedisTls | None = None
+
+    def at(self, host: str, port: int) -> RedisEndpoint:
+        """Another node of the same cluster: the same credentials and TLS, another address."""
+        return self.model_copy(update={"host": host, "port": port})
 
     @property
     def address(self) -> str:
@@ -131,6 +158,10 @@ class RedisAuthError(RedisOpsError):
     """The node refused our credentials (WRONGPASS, NOAUTH, no password configured)."""
 
 
+class RedisTlsError(RedisOpsError):
+    """The TLS handshake failed: a certificate that does not verify, or no TLS on the port."""
+
+
 class RedisCommandError(RedisOpsError):
     """The node answered a command with an error we do not map to a specific kind."""
 
@@ -171,6 +202,19 @@ def _scrub(text: str, endpoint: RedisEndpoint) -> str:
     return text
 
 
+def _tls_options(tls: RedisTls | None) -> dict[str, object]:
+    if tls is None:
+        return {}
+    return {
+        "ssl": True,
+        "ssl_cert_reqs": "required",
+        "ssl_ca_data": tls.ca_pem,
+        "ssl_certfile": tls.cert_file,
+        "ssl_keyfile": tls.key_file,
+        "ssl_check_hostname": tls.check_hostname,
+    }
+
+
 def _client(endpoint: RedisEndpoint, timeout_s: float) -> redis.Redis:
     """A plain client with no retries: callers poll with their own deadline."""
     return redis.Redis(
@@ -185,6 +229,7 @@ def _client(endpoint: RedisEndpoint, timeout_s: float) -> redis.Redis:
         retry=Retry(NoBackoff(), 0),
         single_connection_client=True,
         client_name="redis-placer",
+        **_tls_options(endpoint.tls),  # type: ignore[arg-type]
     )
 
 
@@ -222,17 +267,42 @@ def _mapped_errors(endpoint: RedisEndpoint, doing: str, timeout_s: float) -> Ite
             ) from None
         raise RedisCommandError(endpoint, f"error while {doing}: {text}") from exc
     except redis.TimeoutError as exc:
+        hint = " (does it serve TLS on this port? policy redis.tls)" if endpoint.tls else ""
         raise RedisUnreachable(
-            endpoint, f"unreachable: no answer within {timeout_s:g}s while {doing}"
+            endpoint, f"unreachable: no answer within {timeout_s:g}s while {doing}{hint}"
         ) from exc
     except (redis.ConnectionError, OSError) as exc:
-        raise RedisUnreachable(
-            endpoint, f"unreachable while {doing}: {_scrub(_first_line(exc), endpoint)}"
-        ) from exc
+        text = _scrub(_first_line(exc), endpoint)
+        tls_problem = _tls_problem(text, endpoint.tls)
+        if tls_problem:
+            raise RedisTlsError(endpoint, f"{tls_problem} while {doing}") from None
+        hint = ""
+        if endpoint.tls is None and "reset by peer" in text:
+            hint = " (a server that serves TLS only resets plain connections: policy redis.tls)"
+        raise RedisUnreachable(endpoint, f"unreachable while {doing}: {text}{hint}") from exc
     except redis.RedisError as exc:
         raise RedisCommandError(
             endpoint, f"error while {doing}: {_scrub(_first_line(exc), endpoint)}"
         ) from exc
+
+
+def _tls_problem(text: str, tls: RedisTls | None) -> str:
+    """One line for a failed TLS handshake, or "" when ``text`` is not one."""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        reason = text.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" .")
+        ca = f"the CA of {tls.source}" if tls is not None and tls.source else "the CA given"
+        return f"TLS: the server's certificate does not verify against {ca}: {reason}"
+    client_cert = ("CERTIFICATE_REQUIRED", "ALERT_BAD_CERTIFICATE", "violation of protocol")
+    if tls is not None and any(mark in text for mark in client_cert):
+        return (
+            "TLS: the server asks for a client certificate (tls-auth-clients) and refused the "
+            "one shown, or none was shown"
+        )
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+        return "TLS: the server does not speak TLS on this port (policy redis.tls)"
+    if "[SSL" in text:
+        return f"TLS handshake failed: {text.split('[SSL', 1)[1].split(']', 1)[-1].strip()}"
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -475,12 +545,7 @@ def failover_to(
     if old_master_endpoint is None:
         if old_node is None or not old_node.ip:
             raise NotAReplica(replica_endpoint, f"its master {old_id} has no known address")
-        old_master_endpoint = RedisEndpoint(
-            host=old_node.ip,
-            port=old_node.port,
-            password=replica_endpoint.password,
-            username=replica_endpoint.username,
-        )
+        old_master_endpoint = replica_endpoint.at(old_node.ip, old_node.port)
 
     try:
         reply = _command(replica_endpoint, io_timeout_s, "CLUSTER", "FAILOVER")

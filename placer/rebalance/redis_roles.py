@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel, ConfigDict
 
 from models.cluster import Member, Role
+from models.kube_objects import valid_shards
 from models.snapshot import Issue, Snapshot
 from placer.rebalance.redis_ops import (
     DEFAULT_IO_TIMEOUT_S,
@@ -64,7 +65,9 @@ class RoleMismatch(_Frozen):
     redis: str
     confirmed: bool = True
     """False when the pod's own role was not read (unreachable, flagged) and ``redis`` is
-    deduced: another pod leads its shard in Redis. Only confirmed roles are relabelled."""
+    deduced: another pod leads its shard in Redis, by the cluster's own consensus, so this one
+    rejoins as its replica. Relabelled too: a label left saying master would make the shard
+    look like it runs two."""
 
     @property
     def message(self) -> str:
@@ -358,25 +361,51 @@ def resolve_roles(members: Iterable[Member], views: Mapping[str, View], port: in
 
 
 def apply_roles(snapshot: Snapshot, reading: RoleReading) -> Snapshot:
-    """A new snapshot whose members carry ``reading``'s roles; its issues are appended."""
-    members = tuple(
-        m.model_copy(update={"role": reading.roles[m.key]})
-        if m.key in reading.roles and reading.roles[m.key] is not m.role
-        else m
-        for m in snapshot.members
+    """A new snapshot whose members carry ``reading``'s roles; its issues are appended.
+
+    A shard the labels left out (two labelled masters: one was failed over behind them) comes
+    back when Redis settles its roles, and its parse errors go; one Redis cannot settle stays
+    out, as read.
+    """
+
+    def with_role(m: Member) -> Member:
+        role = reading.roles.get(m.key)
+        return m.model_copy(update={"role": role}) if role and role is not m.role else m
+
+    members = [with_role(m) for m in snapshot.members]
+    if not snapshot.skipped_members:
+        return snapshot.model_copy(
+            update={"members": tuple(members), "issues": snapshot.issues + reading.issues}
+        )
+    settled: list[Issue] = []
+    back, still = valid_shards([with_role(m) for m in snapshot.skipped_members], settled)
+    back_pods = {m.key for m in back}
+    back_shards = {m.shard_key for m in back}
+    kept_issues = tuple(
+        i
+        for i in snapshot.issues
+        if i.object not in {f"shard {k}" for k in back_shards}
+        and i.object not in {f"pod {k}" for k in back_pods}
     )
     return snapshot.model_copy(
-        update={"members": members, "issues": snapshot.issues + reading.issues}
+        update={
+            "members": tuple(sorted([*members, *back], key=lambda m: m.key)),
+            "skipped_members": tuple(still),
+            "other_pods": tuple(p for p in snapshot.other_pods if p.key not in back_pods),
+            "issues": kept_issues + reading.issues,
+        }
     )
 
 
 Reader = Callable[[RedisEndpoint, float], Sequence[ClusterNodeInfo]]
+Dial = Callable[[Member], RedisEndpoint | None]
+"""A member's Redis endpoint (its pod IP, the port, its cluster's credentials), None without
+an IP (placer.rebalance.redis_access.Dialer)."""
 
 
 def read_views(
     members: Iterable[Member],
-    port: int,
-    password: str | None,
+    dial: Dial,
     *,
     timeout_s: float = DEFAULT_IO_TIMEOUT_S,
     reader: Reader = read_cluster_nodes,
@@ -388,9 +417,7 @@ def read_views(
     endpoint and never the password.
     """
     targets = {
-        m.key: RedisEndpoint(host=m.pod.pod_ip, port=port, password=password)
-        for m in members
-        if m.pod.pod_ip and not m.pod.pending
+        m.key: endpoint for m in members if not m.pod.pending and (endpoint := dial(m)) is not None
     }
 
     def one(endpoint: RedisEndpoint) -> View:

@@ -10,7 +10,6 @@ Ready, and pods stay Pending once bound unless a test runs ``tests.e2e.kubelet.K
 
 import contextlib
 import datetime as dt
-import ipaddress
 import json
 import os
 import secrets
@@ -32,10 +31,15 @@ from urllib3 import HTTPResponse
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 SKIP_REASON = "set KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver (envtest) to run"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver")
-CONTROLLERS = ("statefulset-controller", "persistentvolume-binder-controller")
-"""What kube-controller-manager runs: StatefulSets make their pods and claims for real, and
-claims bind to volumes. Not the node lifecycle controller: with no kubelet heartbeats it would
-taint every node unreachable and evict the pods."""
+CONTROLLERS = (
+    "statefulset-controller",
+    "persistentvolume-binder-controller",
+    "disruption-controller",
+)
+"""What kube-controller-manager runs: StatefulSets make their pods and claims for real, claims
+bind to volumes, and PodDisruptionBudgets get the status evictions are judged by. Not the node
+lifecycle controller: with no kubelet heartbeats it would taint every node unreachable and
+evict the pods."""
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 ADMIN_USER = "envtest-admin"
 SERVICE_CIDR = "10.0.0.0/24"  # a flag the API server requires; no traffic goes there
@@ -107,85 +111,19 @@ def generate_pki(folder: Path, use_openssl: bool | None = None) -> Pki:
 
 
 def _pki_with_cryptography(pki: Pki) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
-    def pem_key(key: Any) -> bytes:
-        data: bytes = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        return data
+    from tests.tls_material import issue_leaf, make_authority, pem_cert, pem_key
 
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "envtest-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    serving_key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS]
-    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
-    serving = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
+    ca = make_authority("envtest-ca")
+    serving, serving_key = issue_leaf(
+        ca, "kube-apiserver", dns=SERVING_DNS, ips=SERVING_IPS, client=False
     )
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    pki.ca_key.write_bytes(pem_key(ca_key))
-    pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
+    pki.ca_cert.write_bytes(pem_cert(ca.cert))
+    pki.ca_key.write_bytes(pem_key(ca.key))
+    pki.serving_cert.write_bytes(pem_cert(serving))
     pki.serving_key.write_bytes(pem_key(serving_key))
     pki.sa_key.write_bytes(pem_key(sa_key))
     pki.sa_pub.write_bytes(
