@@ -222,11 +222,14 @@ def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
 
 def completed(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
     """A solved plan with what the solver does not judge: the hard problems it leaves standing
-    (solver.check.standing_violations) and the warnings about the input."""
+    (solver.check.standing_violations), the warnings about the input and the survival verdict."""
+    from solver.survival import survival_verdicts
+
     return plan.model_copy(
         update={
             "violations": [*plan.violations, *standing_violations(snapshot, plan)],
             "warnings": [*plan.warnings, *master_quorum_warnings(snapshot, policy)],
+            "survival": survival_verdicts(snapshot, policy, plan),
         }
     )
 
