@@ -162,3 +162,45 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
             )
         )
     return verdicts
+
+
+def verdicts_for(
+    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str]
+) -> list[LevelVerdict]:
+    """The verdict for some Redis clusters only (the binder's batch): the others' members are
+    left out of the count, so the work is theirs alone."""
+    part = snapshot.model_copy(
+        update={
+            "members": tuple(m for m in snapshot.members if m.cluster in clusters),
+            "skipped_members": tuple(m for m in snapshot.skipped_members if m.cluster in clusters),
+        }
+    )
+    return survival_verdicts(part, policy, plan)
+
+
+def survival_after(
+    snapshot: Snapshot, policy: Policy, cluster: str, more: int, shard_size: int
+) -> list[str]:
+    """Per level in use: whether the Redis cluster, with ``more`` shards of ``shard_size`` added
+    to what runs, could survive one domain's loss (capacity aside), and what would if not."""
+    members = [m for m in snapshot.members if m.cluster == cluster and not m.pod.pending]
+    sizes: dict[str, int] = defaultdict(int)
+    for m in members:
+        sizes[m.shard] += 1
+    for i in range(more):
+        sizes[f"+{i}"] = shard_size
+    total = len(sizes)
+    notes = []
+    for level in survival_levels(policy, snapshot.nodes):
+        domains = _domains(snapshot, level, members)
+        note = cannot_survive(cluster, total, dict(sizes), domains, level)
+        if note is None:
+            notes.append(
+                f"with {_plural(total, 'shard')} in all, {cluster} can survive losing a {level} "
+                f"({domains} {level}s)"
+            )
+        else:
+            notes.append(
+                f"with {_plural(total, 'shard')} in all, no placement survives losing a {level}: {note}"
+            )
+    return notes

@@ -23,6 +23,7 @@ from placer.commands.options import (
 from placer.output import render
 from solver.headroom import headroom
 from solver.solve import SolveOptions
+from solver.survival import survival_after
 
 NEW_CLUSTER = "default/headroom"
 
@@ -90,6 +91,7 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     ]
     if answer.note:
         lines.append(f"note: {answer.note}")
+    lines.extend(f"survival: {line}" for line in answer.survival)
     if answer.pending_ignored:
         lines.append(
             f"left out: {len(answer.pending_ignored)} pending pod(s) of the input "
@@ -155,7 +157,8 @@ def command(
         answer = headroom(
             snapshot, policy, shape, SolveOptions(deadline=deadline, progress=progress)
         )
-    answer = answer.model_copy(update={"skipped": input_issues(snapshot)})
+    survival = survival_after(snapshot, policy, shape.cluster, answer.shards, shard_size)
+    answer = answer.model_copy(update={"skipped": input_issues(snapshot), "survival": survival})
     if output == "table":
         click.echo(headroom_text(answer, policy))
     else:
