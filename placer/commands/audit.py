@@ -16,7 +16,7 @@ from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, 
 from solver.survival import survival_verdicts
 
 
-@click.command("audit")
+@click.command("audit", short_help="Judge the running placement: survival first, then every rule.")
 @with_source
 @output_option
 def command(

@@ -102,7 +102,7 @@ def _judged(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
     )
 
 
-@click.command("demo")
+@click.command("demo", short_help="Plan a bundled example beside one pod at a time.")
 @click.option(
     "-f",
     "--file",

@@ -132,7 +132,7 @@ def _emit(
         click.echo(drill_text(report, level_checked))
 
 
-@click.command("drill")
+@click.command("drill", short_help="Simulate losing a zone, rack or host.")
 @with_source
 @click.option(
     "--plan",

@@ -106,7 +106,7 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     return "\n\n".join(parts) + (f"\n{note}" if note else "")
 
 
-@click.command("headroom")
+@click.command("headroom", short_help="Count how many more shards of a shape fit.")
 @with_source
 @click.option(
     "--shard-size",
@@ -144,8 +144,11 @@ def command(
     output: str,
     time_limit: float | None,
 ) -> None:
-    """How many more shards of this shape fit with every hard rule kept (survive included),
-    proven by the solver, and which resource or rule binds first."""
+    """Count how many more shards of this shape fit, with every hard rule kept.
+
+    The count is proven by the solver (survive included) and comes with the resource or rule
+    that binds first, and whether the cluster, so grown, could survive one domain's loss.
+    """
     started = time.monotonic()
     # The nodes are what headroom judges: a cluster that runs no Redis pod yet is its question.
     policy, snapshot = load_inputs(

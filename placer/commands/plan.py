@@ -22,7 +22,7 @@ from solver.changes import guarded_plan
 from solver.solve import SolveOptions, solve
 
 
-@click.command("plan")
+@click.command("plan", short_help="Place the pending pods and print the plan.")
 @with_source
 @click.option(
     "--mode",

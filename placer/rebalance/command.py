@@ -246,7 +246,7 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
     }
 
 
-@click.command("rebalance")
+@click.command("rebalance", short_help="Fix the running placement: failovers, then evictions.")
 @with_source
 @click.option(
     "--apply", "apply_", is_flag=True, help="Perform the changes (default: print them only)."
