@@ -17,9 +17,6 @@ from models.snapshot import Snapshot
 from solver.check import domain_takes, survival_levels
 from solver.predicates import node_accepts_new_pods
 
-WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh"}
-
 
 def majority_possible(masters: int, domains: int) -> bool:
     """Some spread of ``masters`` over ``domains`` leaves a strict majority after any one's loss."""
@@ -30,11 +27,9 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _counts_text(counts: list[int], open_from: int | None) -> str:
-    """[3], 5 -> '3, or 5 and more'; [], 5 -> '5 or more'."""
-    if open_from is None:
-        return ", ".join(map(str, counts))
-    tail = f"{open_from} or more" if not counts else f"or {open_from} and more"
+def _counts_text(counts: list[int], open_from: int) -> str:
+    """[3], 5 -> '3, or 5 and more,'; [], 5 -> '5 or more'."""
+    tail = f"{open_from} or more" if not counts else f"or {open_from} and more,"
     return ", ".join([*map(str, counts), tail]) if counts else tail
 
 
@@ -42,8 +37,8 @@ def what_would(masters: int, domains: int, level: str) -> str:
     """The shard counts (and the domain count) whose masters could survive one domain's loss."""
     if domains < 3:
         return (
-            f"no number of shards can over {domains} {level}s: a {ORDINALS[3]} {level} would, "
-            "with 3 or 5 and more shards"
+            f"no number of shards survives losing one of {domains} {level}s: a third "
+            f"{level} would, with 3, or 5 and more, shards"
             if level != "host"
             else "more hosts would"
         )

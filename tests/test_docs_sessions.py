@@ -1,0 +1,144 @@
+"""Every `$ command` block of the README and the docs runs here, and prints what the page says.
+
+A block whose first line starts with ``$ `` is a terminal session: each ``$`` line is run with
+bash, from a scratch folder that sees the checkout's ``placer/``, ``tests/``, ``deploy/`` and
+``docs/`` (so a page's relative paths work and the files it writes stay out of the checkout),
+in page order (a file one command writes, the next reads). Its stdout and stderr together must
+be the lines below it, with durations masked (``0.07s`` and ``0.07 s`` read ``<t>s``) and a line
+``...`` standing for any number of lines.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted(
+    [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "docs" / "guides").glob("*.md"),
+        *(ROOT / "docs" / "profiles").glob("*.md"),
+        *(ROOT / "docs" / "reference").glob("*.md"),
+    ]
+)
+SHARED = ("placer", "tests", "deploy", "docs")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?s\b")
+ELLIPSIS = "..."
+
+
+def sessions(markdown: str) -> list[list[tuple[str, list[str]]]]:
+    """Each `$` block as (command, expected lines) pairs."""
+    found = []
+    for block in FENCE.findall(markdown):
+        lines = block.rstrip("\n").splitlines()
+        if not lines or not lines[0].startswith("$ "):
+            continue
+        steps: list[tuple[str, list[str]]] = []
+        for line in lines:
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            else:
+                steps[-1][1].append(line)
+        found.append(steps)
+    return found
+
+
+def mask(line: str) -> str:
+    return DURATION.sub("<t>s", line.rstrip())
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Line by line after masking; an ``...`` line matches any run of lines, none included."""
+    want = [mask(line) for line in expected]
+    got = [mask(line) for line in actual]
+
+    def walk(i: int, j: int) -> bool:
+        if i == len(want):
+            return j == len(got)
+        if want[i] == ELLIPSIS:
+            return any(walk(i + 1, k) for k in range(j, len(got) + 1))
+        return j < len(got) and want[i] == got[j] and walk(i + 1, j + 1)
+
+    return walk(0, 0)
+
+
+def _scratch(tmp: Path) -> Path:
+    for name in SHARED:
+        (tmp / name).symlink_to(ROOT / name)
+    return tmp
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("KUBECONFIG", None)
+    env["KUBECONFIG"] = "/nonexistent/kubeconfig"  # `kubectl get` finds no cluster, as documented
+    env["COLUMNS"] = "80"
+    return env
+
+
+def _needs(command: str) -> str | None:
+    """What a command needs that may be missing here, or None."""
+    if re.search(r"(^|[|;&(]\s*)kubectl\s+(kustomize|redis-placer)", command) and not shutil.which(
+        "kubectl"
+    ):
+        return "kubectl is not on the PATH"
+    return None
+
+
+PAGE_SESSIONS = [(page, sessions(page.read_text(encoding="utf-8"))) for page in PAGES]
+
+
+@pytest.mark.parametrize(
+    "page", [p for p, found in PAGE_SESSIONS if found], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_every_session_of_the_page_prints_what_it_says(page: Path, tmp_path: Path) -> None:
+    cwd = _scratch(tmp_path)
+    env = _env()
+    failures = []
+    for block in sessions(page.read_text(encoding="utf-8")):
+        for command, expected in block:
+            missing = _needs(command)
+            if missing:
+                pytest.skip(f"{command}: {missing}")
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=300,
+            )
+            actual = done.stdout.rstrip("\n").splitlines()
+            if not matches(expected, actual):
+                failures.append(
+                    f"$ {command}\n--- the page says:\n"
+                    + "\n".join(expected)
+                    + "\n--- it prints:\n"
+                    + "\n".join(actual)
+                )
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_readme_and_the_guides_hold_sessions() -> None:
+    """The pages a new user reads first show what the tool prints, so they are checked here."""
+    counted = {p.relative_to(ROOT).as_posix(): len(found) for p, found in PAGE_SESSIONS}
+    assert counted["README.md"] >= 4
+    for guide in ("plan", "what-if", "rebalance"):
+        assert counted[f"docs/guides/{guide}.md"] >= 1, guide
+
+
+def test_the_matcher_masks_durations_and_takes_an_ellipsis_for_any_lines() -> None:
+    assert matches(["solved in 0.07s", "...", "end"], ["solved in 1.52s", "a", "b", "end"])
+    assert matches(["a", "...", "b"], ["a", "b"])
+    assert not matches(["a", "b"], ["a", "c"])
+    assert not matches(["a"], ["a", "extra"])
+    assert not matches(["...", "z"], ["a", "b"])
