@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from models.cluster import Member, Node, Pod, Role
-from models.plan import Failover, Plan, Unplaced
+from models.plan import Failover, Plan, Unplaced, Violation
 from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
-from models.plan import Violation
 from solver import check
 from solver.check import evaluate_objective, final_placement, worst_domain_loss
 from tests.bruteforce import brute_force_optimum, plan_for
