@@ -127,9 +127,18 @@ def _pipe_tolerant() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except (OSError, ValueError):
+        return False
+
+
 class StderrProgress:
     """Progress on stderr while a solve runs: once it has run a second, a line at most every two
-    seconds, naming the phase and, when known, the objective and bound of the plan so far."""
+    seconds, naming the phase and, when known, the objective and bound of the plan so far. Only
+    on a terminal: a log or a pipe gets the answer, not timing lines that differ run to run."""
 
     FIRST, EVERY = 1.0, 2.0
 
@@ -147,8 +156,9 @@ class StderrProgress:
             self.objective, self.bound = objective, bound
 
     def __enter__(self) -> "StderrProgress":
-        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
-        self._thread.start()
+        if _is_terminal(sys.stderr):
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
