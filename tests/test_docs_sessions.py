@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from models.policy import Policy
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(
     [
@@ -142,3 +144,46 @@ def test_the_matcher_masks_durations_and_takes_an_ellipsis_for_any_lines() -> No
     assert not matches(["a", "b"], ["a", "c"])
     assert not matches(["a"], ["a", "extra"])
     assert not matches(["...", "z"], ["a", "b"])
+
+
+DUMP = re.compile(r"kubectl get (\S*nodes\S*)")
+
+
+def test_one_dump_command_everywhere_and_it_reads_what_the_tool_reads() -> None:
+    """Every `kubectl get nodes...` in the docs, the examples and the code lists the same
+    resources: those the live reader lists (placer.inputs.live), named by DUMP_RESOURCES."""
+    from placer.inputs.content import DUMP_RESOURCES
+    from placer.inputs.live import snapshot_from_adapter
+    from placer.kube.fake import FakeKubeAdapter
+
+    files = [*PAGES, *(ROOT / "placer").rglob("*.py"), *(ROOT / "placer").rglob("*.yaml")]
+    files += [*(ROOT / "models").rglob("*.py"), *(ROOT / "deploy").rglob("*.yaml")]
+    found = {
+        (path.relative_to(ROOT).as_posix(), match)
+        for path in files
+        for match in DUMP.findall(path.read_text(encoding="utf-8"))
+    }
+    assert len(found) >= 8
+    assert {resources for _, resources in found} == {DUMP_RESOURCES}, sorted(found)
+
+    listed: list[str] = []
+
+    class Recording:
+        """The fake adapter, noting each list the reader asks for."""
+
+        def __init__(self) -> None:
+            self.inner = FakeKubeAdapter()
+
+        def __getattr__(self, name: str) -> object:
+            if name.startswith("list_"):
+                listed.append(name)
+            return getattr(self.inner, name)
+
+    snapshot_from_adapter(Recording(), Policy(), allow_empty=True)  # type: ignore[arg-type]
+    kinds = {
+        "list_nodes": "nodes",
+        "list_pods": "pods",
+        "list_statefulsets": "statefulsets",
+        "list_volume_objects": "pv,pvc,storageclasses",
+    }
+    assert ",".join(kinds[name] for name in listed) == DUMP_RESOURCES

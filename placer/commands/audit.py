@@ -3,6 +3,7 @@
 import click
 
 from placer.commands.options import (
+    DUMP_EPILOG,
     exit_code,
     finish,
     input_issues,
@@ -16,7 +17,11 @@ from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, 
 from solver.survival import survival_verdicts
 
 
-@click.command("audit", short_help="Judge the running placement: survival first, then every rule.")
+@click.command(
+    "audit",
+    short_help="Judge the running placement: survival first, then every rule.",
+    epilog=DUMP_EPILOG,
+)
 @with_source
 @output_option
 def command(

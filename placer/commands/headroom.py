@@ -11,6 +11,7 @@ from models.quantity import QuantityError, cpu_millis, memory_bytes
 from models.resources import Resources
 from models.snapshot import Snapshot
 from placer.commands.options import (
+    DUMP_EPILOG,
     StderrProgress,
     deadline_of,
     exit_code,
@@ -106,7 +107,9 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     return "\n\n".join(parts) + (f"\n{note}" if note else "")
 
 
-@click.command("headroom", short_help="Count how many more shards of a shape fit.")
+@click.command(
+    "headroom", short_help="Count how many more shards of a shape fit.", epilog=DUMP_EPILOG
+)
 @with_source
 @click.option(
     "--shard-size",

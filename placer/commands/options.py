@@ -28,6 +28,7 @@ from models.errors import InputError
 from models.plan import Plan, SkippedInput
 from models.policy import MAX_TIME_LIMIT_SECONDS, Policy
 from models.snapshot import Snapshot
+from placer.inputs.content import DUMP_COMMAND
 from placer.inputs.files import read_policy, snapshot_from_file
 from placer.output import render
 from solver.check import master_quorum_warnings, standing_violations
@@ -321,7 +322,7 @@ source_options = [
         "file",
         type=str,
         default=None,
-        help="Snapshot: `kubectl get nodes,pods,pv,pvc,storageclasses -A -o yaml|json` output, or - for stdin. Without it, the live cluster is read.",
+        help="Snapshot: a dump of the cluster (the command is below), or - for stdin. Without it, the live cluster is read.",
     ),
     click.option(
         "-p",
@@ -336,6 +337,9 @@ source_options = [
     allow_empty_option,
 ]
 
+
+DUMP_EPILOG = f"A dump holds everything the tool reads: {DUMP_COMMAND} > dump.yaml (or -o json)."
+"""The commands that read a snapshot end their help with the one dump command."""
 
 output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
 

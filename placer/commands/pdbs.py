@@ -6,6 +6,7 @@ import click
 import yaml
 
 from placer.commands.options import (
+    DUMP_EPILOG,
     exit_code,
     finish,
     input_issues,
@@ -16,7 +17,7 @@ from placer.kube.pdb import shard_pdbs
 from placer.output.render import input_note
 
 
-@click.command("pdbs", short_help="Print one PodDisruptionBudget per shard.")
+@click.command("pdbs", short_help="Print one PodDisruptionBudget per shard.", epilog=DUMP_EPILOG)
 @with_source
 @click.option(
     "-o",

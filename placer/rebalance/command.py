@@ -17,6 +17,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
+    DUMP_EPILOG,
     Seconds,
     StderrProgress,
     deadline_of,
@@ -246,7 +247,11 @@ def _roles_document(source: str, reading: RoleReading | None) -> dict[str, Any]:
     }
 
 
-@click.command("rebalance", short_help="Fix the running placement: failovers, then evictions.")
+@click.command(
+    "rebalance",
+    short_help="Fix the running placement: failovers, then evictions.",
+    epilog=DUMP_EPILOG,
+)
 @with_source
 @click.option(
     "--apply", "apply_", is_flag=True, help="Perform the changes (default: print them only)."
