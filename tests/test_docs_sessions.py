@@ -1,11 +1,12 @@
 """Every `$ command` block of the README and the docs runs here, and prints what the page says.
 
-A block whose first line starts with ``$ `` is a terminal session: each ``$`` line is run with
-bash, from a scratch folder that sees the checkout's ``placer/``, ``tests/``, ``deploy/`` and
-``docs/`` (so a page's relative paths work and the files it writes stay out of the checkout),
-in page order (a file one command writes, the next reads). Its stdout and stderr together must
-be the lines below it, with durations masked (``0.07s`` and ``0.07 s`` read ``<t>s``) and a line
-``...`` standing for any number of lines.
+A block whose first line starts with ``$ `` is a terminal session. The ``$`` lines of every such
+block of a page run in one bash, in page order, from a scratch folder that sees the checkout's
+``placer/``, ``tests/``, ``deploy/`` and ``docs/``: a page's relative paths work, the files it
+writes stay out of the checkout, a file one command writes the next reads, and ``echo $?`` reads
+the last status. Each command's stdout and stderr together must be the lines below it, with
+durations masked (``0.07s`` and ``0.07 s`` read ``<t>s``) and a line ``...`` standing for any
+number of lines.
 """
 
 import os
@@ -98,35 +99,50 @@ def _needs(command: str) -> str | None:
 PAGE_SESSIONS = [(page, sessions(page.read_text(encoding="utf-8"))) for page in PAGES]
 
 
+MARK = "=== end of a documented command ==="
+
+
+def run_session(commands: list[str], cwd: Path) -> list[list[str]]:
+    """Run the commands in one bash, in order (so ``$?`` and files carry over as in a terminal),
+    stdin closed; each command's stdout and stderr together, as lines."""
+    script = "".join(
+        f"{command}\n__status=$?; printf '\\n%s\\n' '{MARK}'; (exit $__status)\n"
+        for command in commands
+    )
+    (cwd / ".session.sh").write_text(script, encoding="utf-8")
+    done = subprocess.run(
+        ["bash", ".session.sh"],
+        cwd=cwd,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
+    chunks = done.stdout.split(f"\n{MARK}\n")
+    assert len(chunks) == len(commands) + 1, done.stdout[-2000:]
+    return [chunk.splitlines() for chunk in chunks[:-1]]
+
+
 @pytest.mark.parametrize(
     "page", [p for p, found in PAGE_SESSIONS if found], ids=lambda p: str(p.relative_to(ROOT))
 )
 def test_every_session_of_the_page_prints_what_it_says(page: Path, tmp_path: Path) -> None:
-    cwd = _scratch(tmp_path)
-    env = _env()
-    failures = []
-    for block in sessions(page.read_text(encoding="utf-8")):
-        for command, expected in block:
-            missing = _needs(command)
-            if missing:
-                pytest.skip(f"{command}: {missing}")
-            done = subprocess.run(
-                ["bash", "-c", command],
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=300,
-            )
-            actual = done.stdout.rstrip("\n").splitlines()
-            if not matches(expected, actual):
-                failures.append(
-                    f"$ {command}\n--- the page says:\n"
-                    + "\n".join(expected)
-                    + "\n--- it prints:\n"
-                    + "\n".join(actual)
-                )
+    steps = [step for block in sessions(page.read_text(encoding="utf-8")) for step in block]
+    for command, _ in steps:
+        missing = _needs(command)
+        if missing:
+            pytest.skip(f"{command}: {missing}")
+    outputs = run_session([command for command, _ in steps], _scratch(tmp_path))
+    failures = [
+        f"$ {command}\n--- the page says:\n"
+        + "\n".join(expected)
+        + "\n--- it prints:\n"
+        + "\n".join(actual)
+        for (command, expected), actual in zip(steps, outputs, strict=True)
+        if not matches(expected, actual)
+    ]
     assert not failures, "\n\n".join(failures)
 
 
