@@ -126,7 +126,8 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
     clusters = len({m.cluster for m in snapshot.members})
     click.echo(
         f"cluster: {path if file else 'the bundled example (placer/examples/cluster.yaml)'}\n"
-        f"  {len(snapshot.nodes)} nodes in {zones} zones, {clusters} Redis clusters: "
+        f"  {len(snapshot.nodes)} nodes in {zones} zones, {clusters} Redis "
+        f"cluster{'' if clusters == 1 else 's'}: "
         f"{len(snapshot.running)} Redis pods running, {len(snapshot.pending)} to place\n"
     )
     started = time.monotonic()
