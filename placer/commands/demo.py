@@ -150,6 +150,9 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
     ]
     click.echo(_columns(rows))
     click.echo(f"plan: {result.status}, {seconds:.2f}s")
+    for v in result.survival:
+        for note in v.cannot_survive:
+            click.echo(f"no placement can survive losing a {v.level}: {note}")
     click.echo(f"{LEGEND}\n")
     click.echo("== the plan (M master, r replica) ==")
     click.echo(topology_map(result, snapshot))
@@ -164,6 +167,7 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
 def solve_plan(
     snapshot: Snapshot, policy: Policy, time_limit: float, progress: StderrProgress
 ) -> Plan:
+    """The plan as ``plan`` makes it: solved, then completed with what the solver leaves."""
     from solver.solve import SolveOptions, solve
 
     result = solve(
