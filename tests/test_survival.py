@@ -1,6 +1,8 @@
 """The survival verdict: per level, survived or which domain takes what; where no placement
 could survive, why and what would. Every count below is worked out by hand."""
 
+import json
+
 import pytest
 
 from models.policy import Policy
@@ -132,3 +134,30 @@ def test_headroom_says_whether_the_grown_cluster_could_survive() -> None:
     assert survival_after(snap, Policy(), "default/c", 2, 2)[2] == (
         "with 5 shards in all, default/c can survive losing a zone (3 zones)"
     )
+
+
+def test_table_json_html_and_map_carry_the_same_verdict_first() -> None:
+    """audit of four shards over three zones: the verdict leads the table, and the page, the
+    map and the document say the same, the impossibility and what would survive included."""
+    from html import unescape
+
+    from click.testing import CliRunner
+
+    from models.plan import LevelVerdict
+    from placer.cli import main
+    from placer.output.render import survival_lines
+
+    example = "placer/examples/four-shards.yaml"
+    runner = CliRunner()
+    table = runner.invoke(main, ["audit", "-f", example]).stdout.splitlines()
+    document = json.loads(runner.invoke(main, ["audit", "-f", example, "-o", "json"]).stdout)
+    verdicts = [LevelVerdict.model_validate(v) for v in document["survival"]]
+    lines = survival_lines(verdicts)
+    assert table[: len(lines)] == lines
+    assert lines[2].startswith("survives losing one zone: NO (soft finding): zone zone-a takes")
+    assert "5 or more shards would survive (or 3), and so would 4 zones" in lines[3]
+    page = unescape(runner.invoke(main, ["audit", "-f", example, "-o", "html"]).stdout)
+    picture = runner.invoke(main, ["audit", "-f", example, "-o", "map"]).stdout
+    for line in lines:
+        assert f"<div>{line}</div>" in page
+        assert line in picture.splitlines()
