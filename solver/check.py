@@ -743,6 +743,8 @@ def _check_survive(policy: Policy, view: _View) -> list[Violation]:
         for loss in _domain_losses(view, level):
             if not loss.shards_lost and not loss.clusters_lost:
                 continue
+            if loss.domain is None and severity == "soft":
+                continue  # nodes without the label are no one domain (none known to share it)
             failing_shards, failing_clusters = set(loss.shards_lost), set(loss.clusters_lost)
             pods = sorted(
                 f.member.key
@@ -772,6 +774,8 @@ def domain_takes(snapshot: Snapshot, plan: Plan, level: Level) -> list[DomainTak
     majority, whole shards), for the domains that take something."""
     found = []
     for loss in _domain_losses(_View(snapshot, plan), level):
+        if loss.domain is None:
+            continue  # nodes without the label: no one domain to lose
         lost_shards: dict[str, list[str]] = defaultdict(list)
         for shard in loss.shards_lost:
             cluster, _, name = shard.rpartition("/")

@@ -434,6 +434,8 @@ class RunningVerdict:
             )
             level, domain = at
             severity: Severity = "hard" if level == state.survive else "soft"
+            if domain is None and severity == "soft":
+                continue  # nodes without the label are no one domain (as check.py)
             violation = survive_violation(
                 level,
                 domain,

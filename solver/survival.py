@@ -69,7 +69,7 @@ def cannot_survive(
     would; None when some placement could (capacity aside)."""
     if domains <= 1:
         return (
-            f"{cluster}: every node is in one {level}, whose loss takes everything; "
+            f"{cluster}: the nodes it can run on are in one {level}, whose loss takes everything; "
             f"{level}s of their own would be needed (3, with 3 or 5 and more shards)"
         )
     if not majority_possible(masters, domains):
@@ -143,7 +143,7 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
         for m in snapshot.members:
             name = None if m.key in unplaced else placed.get(m.key, m.pod.node_name)
             node = nodes.get(name or "")
-            if node is not None:
+            if node is not None and node.domain(level) is not None:
                 held.add(node.domain(level))
         takes = domain_takes(snapshot, plan, level)
         verdicts.append(
