@@ -52,6 +52,9 @@ class Headroom(Wire):
     pending_ignored: list[str] = []
     """Pending pods of the input, left out: headroom is counted on top of what runs."""
     note: str = ""
+    survival: list[str] = []
+    """Per level: whether the cluster, with these shards added, could survive one domain's loss
+    (some placement keeps each shard and a master majority), and what would if not."""
     explanation: list[str] = []
     """Why the candidates beyond ``shards`` could not be placed, as the solver explains it."""
     skipped: list[SkippedInput] = []

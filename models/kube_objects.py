@@ -1,4 +1,4 @@
-"""Build a Snapshot from Kubernetes objects as ``kubectl get nodes,pods -A -o yaml|json`` prints them.
+"""Build a Snapshot from Kubernetes objects as ``kubectl get -o yaml|json`` prints them.
 
 Pure: it takes already-decoded documents. Every rejected object becomes an Issue naming it;
 nothing is silently merged or dropped.

@@ -56,6 +56,39 @@ class DomainLoss(Wire):
     """Shards left with no member alive."""
 
 
+class DomainTakes(Wire):
+    """One domain whose loss alone takes a Redis cluster's master majority or whole shards."""
+
+    domain: str | None
+    cluster: str
+    masters: int
+    """The cluster's masters in all."""
+    masters_left: int
+    """Its masters still alive after this domain's loss (a majority is strictly more than half)."""
+    shards_lost: list[str] = []
+    """Its shards left with no member alive."""
+
+    @property
+    def majority_lost(self) -> bool:
+        return 2 * self.masters_left <= self.masters
+
+
+class LevelVerdict(Wire):
+    """Whether every Redis cluster survives the loss of any one domain at one level."""
+
+    level: str
+    domains: int
+    """Domains at this level that hold a Redis pod of the placement."""
+    survived: bool
+    severity: Severity
+    """``hard`` at the level ``rules.survive`` names, ``soft`` (a finding) elsewhere."""
+    takes: list[DomainTakes] = []
+    """Each domain whose loss takes some cluster's master majority or a whole shard."""
+    cannot_survive: list[str] = []
+    """Per Redis cluster that no placement on these domains could keep through the loss of one:
+    why, and what would (more shards, more domains, a replica)."""
+
+
 class SkippedInput(Wire):
     object: str
     message: str
@@ -85,6 +118,9 @@ class Plan(Wire):
     explanation: list[str] = []
     """Why some pods cannot be placed, in words."""
     worst_domain_loss: list[DomainLoss] = []
+    survival: list[LevelVerdict] = []
+    """Per level (host, rack, zone) in use: does every Redis cluster keep each shard and a master
+    majority through the loss of any one domain, and which domain takes what when not."""
     skipped: list[SkippedInput] = []
     objective_terms: dict[str, float] = {}
     bound_note: str | None = None

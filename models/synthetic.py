@@ -1,4 +1,4 @@
-"""Synthetic clusters shaped like ``kubectl get nodes,pods -A -o json`` output.
+"""Synthetic clusters shaped like ``kubectl get -o json`` output.
 
 Deterministic for a seed. Used by the demo's bundled example, the benchmarks and the tests, so
 every path goes through the same parser a real dump does.

@@ -16,6 +16,7 @@ Conventions used by every rule:
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -30,7 +31,15 @@ from models.cluster import (
     Taint,
     Toleration,
 )
-from models.plan import Assignment, DomainLoss, Plan, Severity, Unplaced, Violation
+from models.plan import (
+    Assignment,
+    DomainLoss,
+    DomainTakes,
+    Plan,
+    Severity,
+    Unplaced,
+    Violation,
+)
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
 
@@ -710,36 +719,78 @@ def _domain_losses(view: _View, level: Level) -> list[_Losses]:
     return losses
 
 
-def _check_survive(policy: Policy, view: _View) -> list[Violation]:
-    """Losing any one domain at the survive level keeps every shard and a master majority."""
-    level = policy.rules.survive
-    if level == "none":
-        return []
-    violations = []
-    for loss in _domain_losses(view, level):
-        if not loss.shards_lost and not loss.clusters_lost:
+def survival_levels(policy: Policy, nodes: Iterable[Node]) -> list[Level]:
+    """The levels whose one-domain loss is judged: those whose topology label the policy names,
+    the rack level only where some node has a rack label of its own (without, each zone is one
+    rack and the rack verdict would repeat the zone's)."""
+    levels: list[Level] = []
+    for level in LEVELS:
+        if not policy.topology.key(level):
             continue
-        failing_shards, failing_clusters = set(loss.shards_lost), set(loss.clusters_lost)
-        pods = sorted(
-            f.member.key
-            for f, _ in loss.members
-            if f.shard in failing_shards or f.cluster in failing_clusters
-        )
-        lost_clusters = [
-            (k, loss.masters_alive[k] - loss.masters_in[k], loss.masters_total[k])
-            for k in loss.clusters_lost
-        ]
-        violations.append(
-            survive_violation(
-                level,
-                loss.domain,
-                pods,
-                sorted({n.name for _, n in loss.members}),
-                loss.shards_lost,
-                lost_clusters,
+        if level == "rack" and not any(not n.rack.endswith("/*") for n in nodes):
+            continue
+        levels.append(level)
+    return levels
+
+
+def _check_survive(policy: Policy, view: _View) -> list[Violation]:
+    """Losing any one domain keeps every shard and a master majority: hard at the level
+    ``rules.survive`` names, a soft finding at every other level in use (the tool's promise is
+    survival, so a placement that breaks it is never reported clean)."""
+    violations = []
+    for level in survival_levels(policy, view.snapshot.nodes):
+        severity: Severity = "hard" if policy.rules.survive == level else "soft"
+        for loss in _domain_losses(view, level):
+            if not loss.shards_lost and not loss.clusters_lost:
+                continue
+            if loss.domain is None and severity == "soft":
+                continue  # nodes without the label are no one domain (none known to share it)
+            failing_shards, failing_clusters = set(loss.shards_lost), set(loss.clusters_lost)
+            pods = sorted(
+                f.member.key
+                for f, _ in loss.members
+                if f.shard in failing_shards or f.cluster in failing_clusters
             )
-        )
+            lost_clusters = [
+                (k, loss.masters_alive[k] - loss.masters_in[k], loss.masters_total[k])
+                for k in loss.clusters_lost
+            ]
+            violations.append(
+                survive_violation(
+                    level,
+                    loss.domain,
+                    pods,
+                    sorted({n.name for _, n in loss.members}),
+                    loss.shards_lost,
+                    lost_clusters,
+                    severity,
+                )
+            )
     return violations
+
+
+def domain_takes(snapshot: Snapshot, plan: Plan, level: Level) -> list[DomainTakes]:
+    """Per domain at ``level`` and Redis cluster: what that one domain's loss takes (a master
+    majority, whole shards), for the domains that take something."""
+    found = []
+    for loss in _domain_losses(_View(snapshot, plan), level):
+        if loss.domain is None:
+            continue  # nodes without the label: no one domain to lose
+        lost_shards: dict[str, list[str]] = defaultdict(list)
+        for shard in loss.shards_lost:
+            cluster, _, name = shard.rpartition("/")
+            lost_shards[cluster].append(name)
+        for cluster in sorted(set(loss.clusters_lost) | set(lost_shards)):
+            found.append(
+                DomainTakes(
+                    domain=loss.domain,
+                    cluster=cluster,
+                    masters=loss.masters_total[cluster],
+                    masters_left=loss.masters_alive[cluster] - loss.masters_in[cluster],
+                    shards_lost=lost_shards.get(cluster, []),
+                )
+            )
+    return found
 
 
 def survive_violation(
@@ -749,6 +800,7 @@ def survive_violation(
     nodes: list[str],
     shards_lost: list[str],
     clusters_lost: list[tuple[str, int, int]],
+    severity: Severity = "hard",
 ) -> Violation:
     """Losing one domain: the shards left with no member alive, and per cluster left short of a
     master majority its (cluster, masters left alive, masters in all)."""
@@ -761,7 +813,7 @@ def survive_violation(
         )
     return _violation(
         "survive",
-        "hard",
+        severity,
         pods,
         nodes,
         f"losing {level} {domain if domain is not None else '(no label)'} "

@@ -33,11 +33,16 @@ from solver.check import (
     shard_pairs,
     shard_roles,
     shard_spread,
+    survival_levels,
     survive_violation,
 )
 
 _ROLES = {role.value: role for role in Role}
 _SEPARATION: tuple[Level, ...] = ("rack", "zone")
+
+
+_Domain = tuple[Level, str | None]
+"""A domain at one level: (level, its name)."""
 
 
 def _domain_order(domain: str | None) -> tuple[bool, str]:
@@ -117,9 +122,11 @@ class _State:
     inner one it has not made itself is copied before its first change, so a fork never
     changes the state it came from."""
 
-    def __init__(self, survive: str, survival_level: str) -> None:
+    def __init__(self, survive: str, survival_level: str, levels: tuple[Level, ...]) -> None:
         self.survive = survive
         self.survival_level = survival_level
+        self.levels = levels
+        """The levels whose one-domain losses are judged (check.survival_levels)."""
         self.parts: dict[str, _Shard] = {}
         self.node_used: dict[str, tuple[int, int, int]] = {}
         """Per node: cpu, memory and pods of the alive members on it."""
@@ -133,9 +140,9 @@ class _State:
         self.dom_alive: dict[str, dict[str | None, int]] = {lv: {} for lv in LEVELS}
         self.dom_whole: dict[str, dict[str | None, set[str]]] = {lv: {} for lv in LEVELS}
         """Per level and domain: shards whose alive members are all in it."""
-        self.here: dict[str | None, dict[str, tuple[tuple[FinalMember, Node], ...]]] = {}
-        """At the survive level, per domain and shard: its alive members there."""
-        self.dom_nodes: dict[str | None, dict[str, int]] = {}
+        self.here: dict[_Domain, dict[str, tuple[tuple[FinalMember, Node], ...]]] = {}
+        """Per judged (level, domain) and shard: its alive members there."""
+        self.dom_nodes: dict[_Domain, dict[str, int]] = {}
         self.masters_total: dict[str, int] = {}
         self.masters_alive: dict[str, int] = {}
         self.dead: frozenset[str] = frozenset()
@@ -145,12 +152,12 @@ class _State:
         self.util: dict[str, int] = {}
         """Memory utilisation (percent) of every node hosting a member."""
         self.exclusive: dict[str, Violation] = {}
-        self.losses: dict[str | None, tuple[object, Violation]] = {}
-        """At the survive level, per domain with a violation: what it was built from, and it."""
+        self.losses: dict[_Domain, tuple[object, Violation]] = {}
+        """Per judged (level, domain) with a violation: what it was built from, and it."""
         self._owned: dict[int, object] = {}
 
     def fork(self) -> "_State":
-        copy = _State(self.survive, self.survival_level)
+        copy = _State(self.survive, self.survival_level, self.levels)
         for name in (
             "parts",
             "node_used",
@@ -182,14 +189,14 @@ class _State:
         if not inner:
             del outer[key]
 
-    def apply(self, part: _Shard, sign: int, nodes: set[str], domains: set[str | None]) -> None:
+    def apply(self, part: _Shard, sign: int, nodes: set[str], domains: set[_Domain]) -> None:
         """Add (sign 1) or take away (sign -1) one shard's contribution; note what it touches."""
         if sign > 0:
             self.parts[part.key] = part
         else:
             del self.parts[part.key]
-        survive = self.survive
-        grouped: dict[str | None, list[tuple[FinalMember, Node]]] = {}
+        judged = self.levels
+        grouped: dict[_Domain, list[tuple[FinalMember, Node]]] = {}
         for f, node in part.alive:
             name = node.name
             nodes.add(name)
@@ -218,19 +225,19 @@ class _State:
                     self._count(self.dom_masters[level], domain, part.cluster, sign)
             if master:
                 self._count(self.rack_masters, f"{node.zone}/{node.rack}", part.cluster, sign)
-            if survive != "none":
-                domain = node.domain(survive)
-                domains.add(domain)
-                self._count(self.dom_nodes, domain, name, sign)
-                grouped.setdefault(domain, []).append((f, node))
-        for domain, members in grouped.items():
-            shards = self._mine(self.here, domain, dict)
+            for level in judged:
+                at = (level, node.domain(level))
+                domains.add(at)
+                self._count(self.dom_nodes, at, name, sign)
+                grouped.setdefault(at, []).append((f, node))
+        for at, members in grouped.items():
+            shards = self._mine(self.here, at, dict)
             if sign > 0:
                 shards[part.key] = tuple(members)
             else:
                 shards.pop(part.key, None)
                 if not shards:
-                    del self.here[domain]
+                    del self.here[at]
         for level in LEVELS:
             one = part.whole[level]
             if one is not None:
@@ -266,7 +273,9 @@ class RunningVerdict:
             strength = rules.replica_separation.strength(level)
             if strength != "ignore":
                 self._severity[level] = "hard" if strength == "required" else "soft"
-        self._state = _State(rules.survive, "zone")  # survival counts zones, whatever survive says
+        # survival counts zones, whatever survive says
+        self._levels = tuple(survival_levels(policy, snapshot.nodes))
+        self._state = _State(rules.survive, "zone", self._levels)
         self._base: dict[str, FinalMember] = {}
         self._same: dict[str, Any] = {}
         """Per pod: an assignment object already found to leave it as it runs. The binder's
@@ -292,6 +301,9 @@ class RunningVerdict:
         new members, and the other shards there are not judged again (their part reads only
         their own members and nodes). Unmanaged load is compared here, node by node."""
         nodes, shards = set(nodes), set(shards)
+        if nodes and tuple(survival_levels(self.policy, snapshot.nodes)) != self._levels:
+            self.__init__(snapshot, self.policy)  # type: ignore[misc]  # the rack level came or went
+            return
         for name in nodes:
             shards |= set(self._on_node.get(name, ()))
         self.snapshot = snapshot
@@ -320,11 +332,11 @@ class RunningVerdict:
     def _refresh(self, snapshot: Snapshot, shards: set[str], nodes: set[str]) -> None:
         state = self._state
         grouped = snapshot.shards
-        touched_nodes, touched_domains = set(nodes), set()
+        touched_nodes, touched_domains = set(nodes), set[_Domain]()
         for name in nodes:
             node = snapshot.node_by_name.get(name)
-            if node is not None and state.survive != "none":
-                touched_domains.add(node.domain(state.survive))
+            if node is not None:
+                touched_domains.update((level, node.domain(level)) for level in state.levels)
         for key in shards:
             old = state.parts.get(key)
             if old is not None:
@@ -381,13 +393,14 @@ class RunningVerdict:
         state.balance = sum(max(0, len(k) - 1) for k in state.node_masters.values())
 
     def _loss(
-        self, state: _State, domain: str | None
+        self, state: _State, at: _Domain
     ) -> tuple[tuple[frozenset[str], tuple[tuple[str, int, int], ...]], list[str], list[str]]:
-        """What losing one domain at the survive level takes down: the shards and the
-        (cluster, left, total) of clusters short of a majority, and both as a signature."""
+        """What losing one domain takes down: the shards and the (cluster, left, total) of
+        clusters short of a majority, and both as a signature."""
+        level, domain = at
         total, alive = state.masters_total, state.masters_alive
-        masters_in = state.dom_masters[state.survive].get(domain, {})
-        lost = state.dead | state.dom_whole[state.survive].get(domain, set())
+        masters_in = state.dom_masters[level].get(domain, {})
+        lost = state.dead | state.dom_whole[level].get(domain, set())
         clusters = []
         for k, n in total.items():
             left = alive.get(k, 0) - masters_in.get(k, 0)
@@ -396,35 +409,43 @@ class RunningVerdict:
         clusters.sort()
         return (lost, tuple(clusters)), sorted(lost), [k for k, _, _ in clusters]
 
-    def _domains(self, state: _State, touched: set[str | None]) -> None:
-        """Survive violations: rebuilt for touched domains and for any domain whose losses
-        changed (a shard died, a cluster's master counts moved)."""
-        if state.survive == "none":
-            return
-        level: Level = state.survive  # type: ignore[assignment]
-        for domain in list(state.losses):
-            if domain not in state.here:
-                del state.losses[domain]
-        for domain in state.here:
-            signature, lost, clusters = self._loss(state, domain)
-            cached = state.losses.get(domain)
-            if domain not in touched and cached is not None and cached[0] == signature:
+    def _domains(self, state: _State, touched: set[_Domain]) -> None:
+        """Survive violations (hard at ``rules.survive``'s level, soft elsewhere): rebuilt for
+        touched domains and for any domain whose losses changed (a shard died, a cluster's
+        master counts moved)."""
+        for at in list(state.losses):
+            if at not in state.here:
+                del state.losses[at]
+        for at in state.here:
+            signature, lost, clusters = self._loss(state, at)
+            cached = state.losses.get(at)
+            if at not in touched and cached is not None and cached[0] == signature:
                 continue
-            state.losses.pop(domain, None)
+            state.losses.pop(at, None)
             if not lost and not clusters:
                 continue
             failing, failing_clusters = set(lost), set(clusters)
-            shards = state.here[domain]
+            shards = state.here[at]
             pods = sorted(
                 f.key
                 for key, members in shards.items()
                 for f, _ in members
                 if key in failing or f.cluster in failing_clusters
             )
+            level, domain = at
+            severity: Severity = "hard" if level == state.survive else "soft"
+            if domain is None and severity == "soft":
+                continue  # nodes without the label are no one domain (as check.py)
             violation = survive_violation(
-                level, domain, pods, sorted(state.dom_nodes[domain]), lost, list(signature[1])
+                level,
+                domain,
+                pods,
+                sorted(state.dom_nodes[at]),
+                lost,
+                list(signature[1]),
+                severity,
             )
-            state.losses[domain] = (signature, violation)
+            state.losses[at] = (signature, violation)
 
     # ------------------------------------------------------------------ a plan's verdict
 
@@ -473,7 +494,7 @@ class RunningVerdict:
         touched = {f.shard for f in changed.values()}
         if changed:
             nodes_touched: set[str] = set()
-            domains_touched: set[str | None] = set()
+            domains_touched: set[_Domain] = set()
             node_by_name = snapshot.node_by_name
             for shard in touched:
                 old = state.parts[shard]
@@ -563,7 +584,11 @@ class RunningVerdict:
         for level in _SEPARATION:
             if level in self._severity:
                 out.extend(v for _, _, v in lists[level])
-        out.extend(state.losses[d][1] for d in sorted(state.losses, key=_domain_order))
+        rank = {level: i for i, level in enumerate(state.levels)}
+        out.extend(
+            state.losses[at][1]
+            for at in sorted(state.losses, key=lambda at: (rank[at[0]], *_domain_order(at[1])))
+        )
         return out
 
     def _terms(self, state: _State, moves: int, failovers: int) -> dict[str, float]:

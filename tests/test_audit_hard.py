@@ -2,14 +2,22 @@
 
 from typing import Any
 
+from models.plan import Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
-from solver.check import audit, keep_plan, master_quorum_warnings, standing_violations
+from solver import check
+from solver.check import keep_plan, master_quorum_warnings, standing_violations
 from tests.kube_dicts import node, redis_pod, snapshot
 
 QUIET = Policy.model_validate(
     {"rules": {"replicaSeparation": {"rack": "ignore", "zone": "ignore"}}}
 )
+
+
+def audit(snap: Snapshot, policy: Policy) -> list[Violation]:
+    """The audit without its soft survival findings: a one-shard cluster loses its only master
+    with one host whatever runs where (tests/test_check.py covers those findings)."""
+    return [v for v in check.audit(snap, policy) if (v.rule, v.severity) != ("survive", "soft")]
 
 
 def test_a_shard_running_two_masters_is_a_hard_violation() -> None:
@@ -81,7 +89,7 @@ def test_nodes_without_zone_labels_are_not_one_shared_zone() -> None:
             redis_pod("r-0-1", "r", 0, "replica", node="n3"),
         ],
     )
-    assert not [v for v in audit(snap, Policy()) if "zone" in v.message]
+    assert not [v for v in audit(snap, Policy()) if v.rule == "replica-separation"]
 
 
 def three_shards(count: int, survive: str = "none") -> tuple[Snapshot, Policy]:

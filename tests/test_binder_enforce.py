@@ -909,6 +909,10 @@ def test_scheduled_event_names_the_node_the_pod_was_bound_to() -> None:
         role = "master" if name.endswith("-0") else "replica"
         assert f"{role} of shard {_shard_of(name)}" in event["message"]
         assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
+        # Two shards, two masters: no placement keeps a majority after one loss; it says so
+        # and what would.
+        assert "no placement can survive losing a zone: " in event["message"]
+        assert "has 2 masters: losing one leaves 1 of 2, no majority; 3" in event["message"]
 
 
 def test_failed_scheduling_names_the_rule_that_blocks_the_shard() -> None:

@@ -11,17 +11,12 @@ from typing import Any
 import pytest
 
 from models.cluster import Member, Node, Pod, Role
-from models.plan import Failover, Plan, Unplaced
+from models.plan import Failover, Plan, Unplaced, Violation
 from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
-from solver.check import (
-    audit,
-    check_plan,
-    evaluate_objective,
-    final_placement,
-    worst_domain_loss,
-)
+from solver import check
+from solver.check import evaluate_objective, final_placement, worst_domain_loss
 from tests.bruteforce import brute_force_optimum, plan_for
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
@@ -37,6 +32,21 @@ def make_policy(
 
 QUIET = make_policy({"replicaSeparation": {"rack": "ignore", "zone": "ignore"}})
 """Separation off, so a test about another rule sees only that rule."""
+
+
+def other_than_survival(violations: list[Violation]) -> list[Violation]:
+    """Without the soft survival findings: in a cluster of a node or two, losing one host takes
+    a master majority whatever the plan, so tests about another rule leave them out (survival
+    has tests of its own below, on ``check.check_plan`` itself)."""
+    return [v for v in violations if not (v.rule == "survive" and v.severity == "soft")]
+
+
+def check_plan(snap: Snapshot, policy: Policy, plan: Plan) -> list[Violation]:
+    return other_than_survival(check.check_plan(snap, policy, plan))
+
+
+def audit(snap: Snapshot, policy: Policy) -> list[Violation]:
+    return other_than_survival(check.audit(snap, policy))
 
 
 def rules_of(violations: Sequence[Any]) -> list[tuple[str, str]]:
@@ -504,6 +514,47 @@ def test_survive_none_checks_nothing() -> None:
     snap, plan = three_shards({0: ("a1", "a2"), 1: ("a2", "b1"), 2: ("b2", "c1")})
     assert check_plan(snap, QUIET, plan) == []
     assert rules_of(check_plan(snap, SURVIVE_ZONE, plan)) == [("survive", "hard")]
+
+
+def test_without_survive_a_lost_majority_is_still_a_soft_finding_at_its_level() -> None:
+    """Zone a holds 2 of 3 masters: under the default policy that is one soft finding at the
+    zone level (hosts and racks here each hold one master, so they survive); with survive:
+    zone the same finding is hard."""
+    snap, plan = three_shards({0: ("a1", "b2"), 1: ("a2", "c1"), 2: ("c2", "b1")})
+    quiet = check.check_plan(snap, QUIET, plan)
+    assert rules_of(quiet) == [("survive", "soft")]
+    assert quiet[0].message.startswith("losing zone a leaves cluster default/c with 1 of 3")
+    hard = check.check_plan(snap, SURVIVE_ZONE, plan)
+    assert rules_of(hard) == [("survive", "hard")]
+    assert hard[0].message == quiet[0].message
+
+
+def test_each_level_in_use_is_judged_and_a_zone_surviving_layout_has_no_finding() -> None:
+    """Three members per shard over three zones survive every level; without its third member,
+    shard 0 lies inside rack r1 and zone a and is lost with either (a soft finding at each),
+    while each host keeps it. The rack level is judged only where nodes carry a rack label."""
+    nodes = [node("a1", "a", "r1"), node("a2", "a", "r1"), node("b1", "b", "r2")]
+    nodes += [node("c1", "c", "r3"), node("b2", "b", "r4"), node("c2", "c", "r5")]
+    pods = []
+    for shard, (master, replica, other) in enumerate(
+        [("a1", "a2", "b1"), ("b2", "c1", "a2"), ("c2", "b1", "a1")]
+    ):
+        pods += [
+            redis_pod(f"m{shard}", "c", shard, "master", node=master),
+            redis_pod(f"r{shard}", "c", shard, "replica", node=replica),
+            redis_pod(f"s{shard}", "c", shard, "replica", node=other),
+        ]
+    snap = snapshot(nodes, pods)
+    assert check.check_plan(snap, QUIET, plan_for(snap, {})) == []
+    unlabelled = snapshot([node(f"{z}{i}", z, None) for z in "abc" for i in (1, 2)], pods)
+    assert check.survival_levels(QUIET, unlabelled.nodes) == ["host", "zone"]
+    assert check.survival_levels(QUIET, snap.nodes) == ["host", "rack", "zone"]
+    two = [p for p in pods if p["metadata"]["name"] != "s0"]
+    lost = check.check_plan(snapshot(nodes, two), QUIET, plan_for(snapshot(nodes, two), {}))
+    assert [(v.rule, v.severity, v.message.split(" leaves")[0]) for v in lost] == [
+        ("survive", "soft", "losing rack r1"),
+        ("survive", "soft", "losing zone a"),
+    ]
 
 
 def test_an_unplaced_member_does_not_keep_its_shard_alive() -> None:

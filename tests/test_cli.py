@@ -16,12 +16,36 @@ def write_dump(tmp_path: Path, objects: list[dict[str, object]]) -> str:
     return str(path)
 
 
-def test_demo_prints_plan_comparison_and_map() -> None:
+def test_the_demo_shows_within_one_screen_a_plan_that_survives_where_one_pod_at_a_time_does_not() -> (
+    None
+):
     result = CliRunner().invoke(main, ["demo", "--time-limit", "10"])
     assert result.exit_code == 0, result.output
-    assert "== CP-SAT plan ==" in result.output
-    assert "greedy" in result.output and "zone zone-a" in result.output
-    assert "status OPTIMAL" in result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 50 and max(len(line) for line in lines) <= 110
+    rows = {line.split("  ")[0]: line.split() for line in lines if "  " in line}
+    assert rows["pods placed"][-3:] == ["12/12"] * 3
+    assert rows["survives losing a zone"][-5:] == ["yes", "NO:", "zone-a", "NO:", "zone-a"]
+    drill = lines[lines.index("== drill: each zone lost in turn ==") :]
+    zone_a = next(line for line in drill if line.startswith("zone zone-a lost"))
+    assert zone_a.split()[3] == "survives"
+    assert zone_a.count("LOSES sessions: 1 of 3 masters left") == 2
+    verdict = next(line for line in drill if line.startswith("verdict"))
+    assert verdict.split() == [
+        "verdict",
+        "all",
+        "3",
+        "survived",
+        "1",
+        "of",
+        "3",
+        "lose",
+        "1",
+        "of",
+        "3",
+        "lose",
+    ]
+    assert "kube-scheduler does not" in result.stdout  # greedy is not called kube-scheduler's
 
 
 def test_plan_json_contract(tmp_path: Path) -> None:
@@ -92,7 +116,22 @@ def test_audit_clean_exits_0(tmp_path: Path) -> None:
     )
     result = CliRunner().invoke(main, ["audit", "-f", dump, "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["violations"] == []
+    report = json.loads(result.stdout)
+    # one master: losing its host (rack, zone) loses it, a soft finding and never "clean"
+    assert {(v["rule"], v["severity"]) for v in report["violations"]} == {("survive", "soft")}
+    assert [(v["level"], v["survived"]) for v in report["survival"]] == [
+        ("host", False),
+        ("rack", False),
+        ("zone", False),
+    ]
+    assert report["survival"][2]["cannotSurvive"] == [
+        "default/r has 1 master: losing one leaves 0 of 1, no majority; "
+        "no number of shards survives losing one of 2 zones: a third zone would, with 3, or 5 "
+        "and more, shards"
+    ]
+    # nothing was solved: no status, engine or bound
+    assert report["solved"] is False
+    assert not {"status", "engine", "bound", "gap", "solveSeconds"} & set(report)
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def command_id(command: list[str]) -> str:
 
 EMPTY_INPUTS = {
     "empty file": "",
-    "comments only": "# kubectl get nodes,pods -A -o yaml\n# (it failed)\n",
+    "comments only": "# kubectl get nodes,pods,statefulsets,pv,pvc,storageclasses -A -o yaml\n# (it failed)\n",
     "List of other kinds": yaml.safe_dump(
         {"kind": "List", "items": [{"kind": "ConfigMap", "metadata": {"name": "x"}}]}
     ),

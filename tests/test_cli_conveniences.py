@@ -114,3 +114,19 @@ def test_shell_completion_is_served() -> None:
         },
     )
     assert words.stdout.split() == ["plain,rebalance"]
+
+
+def test_progress_lines_go_to_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe or a log gets the answer alone; a person at a terminal sees the solve move."""
+    import io
+
+    from placer.commands.options import StderrProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, expected in ((io.StringIO(), False), (Terminal(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with StderrProgress() as progress:
+            assert (progress._thread is not None) is expected

@@ -141,8 +141,10 @@ class _WithForms(BaseModel):
 def test_a_key_of_several_forms_gets_a_table_per_form() -> None:
     schema = _WithForms.model_json_schema()
     page = reference.policy_reference(schema, _WithForms().model_dump(mode="json"))
-    assert "| `identity` | _Ot or _Own |" in page
-    assert "### `identity` as _Ot" in page and "### `identity` as _Own" in page
+    assert "| `identity` | object or object |" in page
+    assert "### `identity` as an object of `kind`, `leader_suffix`" in page
+    assert "### `identity` as an object of `kind`\n" in page
+    assert "_Ot" not in page and "_Own" not in page  # no class name of the code leaks
     assert '| `identity.leader_suffix` | string | `"-leader"` | suffix |' in page
-    own = page.split("### `identity` as _Own")[1]
+    own = page.split("### `identity` as an object of `kind`\n")[1]
     assert '| `identity.kind` | `"own"` | `"own"` | which |' in own  # its own default

@@ -148,7 +148,7 @@ def test_the_check_finds_an_unknown_option_and_command() -> None:
 def test_options_of_other_tools_and_text_after_a_pipe_are_not_ours() -> None:
     text = (
         "```\n"
-        "$ kubectl get nodes,pods -A -o yaml | redis-placer audit -f - 2>/dev/null | head -n 3\n"
+        "$ kubectl get nodes,pods,statefulsets,pv,pvc,storageclasses -A -o yaml | redis-placer audit -f - 2>/dev/null | head -n 3\n"
         "$ pip install -c constraints.txt -e . && redis-placer demo --time-limit 2\n"
         "    annotations: {redis-placer.io/shard-size: '2'}\n"
         "```\n"

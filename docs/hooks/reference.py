@@ -83,7 +83,7 @@ def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         target = defs.get(_ref_name(prop["$ref"]), {})
         if "enum" in target:
             return type_of(target, defs)
-        return str(target.get("title", _ref_name(prop["$ref"])))
+        return "object"  # its keys get a table of their own; the class name is the code's
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
     if "enum" in prop:
@@ -157,7 +157,8 @@ def sections(schema: dict[str, Any], defaults: dict[str, Any]) -> list[Section]:
                 nested.append((full, target, own or str(target.get("description") or ""), "", form))
                 continue
             for shape in _alternatives(prop, defs):
-                heading = f"`{full}` as {shape.get('title', 'object')}"
+                fields = ", ".join(f"`{k}`" for k in shape.get("properties", {}))
+                heading = f"`{full}` as an object of {fields}"
                 nested.append((full, shape, str(shape.get("description") or ""), heading, True))
             default = _MISSING if form else _lookup(defaults, full)
             if default is _MISSING:

@@ -29,7 +29,7 @@ from placer.inputs.live import connect
 from placer.metrics import Metrics, MetricsServer
 
 
-@click.command("binder")
+@click.command("binder", short_help="Place pending Redis pods, one whole shard at a time.")
 @click.option(
     "--enforce",
     type=click.Choice(["bind", "gate"]),

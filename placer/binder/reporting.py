@@ -7,12 +7,12 @@ the way of a binding; none of it decides anything.
 """
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from models.identity.read import solver_picks_roles
 from models.kube_objects import ROLE_ANNOTATION
-from models.plan import Plan
+from models.plan import LevelVerdict, Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.binder.background import BackgroundWrites
@@ -20,6 +20,7 @@ from placer.binder.cache import ClusterCache, PodKey, pod_key_of
 from placer.binder.reading import annotations, by_key_name, labels, spec, uid
 from placer.kube.adapter import EventType, KubeAdapter, PatchOutcome
 from placer.metrics import Metrics
+from placer.output.render import takes_text
 
 log = logging.getLogger("placer.binder.loop")
 """Every part of the binder logs as the binder: operators filter on one logger name."""
@@ -148,6 +149,19 @@ class Reporter:
             )
         elif not result.ok:
             log.warning("role label of pod %s not written: %s", by_key_name(key), result.message)
+
+
+def survival_summary(verdicts: Sequence[LevelVerdict]) -> str:
+    """The batch's Redis clusters through one domain's loss, per level, for the Scheduled event:
+    survived or which domain takes what, and where no placement could survive, what would."""
+    parts = []
+    for v in verdicts:
+        if v.survived:
+            parts.append(f"survives losing a {v.level}")
+        else:
+            parts.append(f"does not survive losing a {v.level}: {takes_text(v, shown=1)}")
+        parts.extend(f"no placement can survive losing a {v.level}: {n}" for n in v.cannot_survive)
+    return "; ".join(parts) if parts else "survival not judged (no topology labels)"
 
 
 def plan_summary(plan: Plan, seconds: float) -> str:

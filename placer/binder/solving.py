@@ -23,10 +23,11 @@ from placer.binder.cache import PodKey
 from placer.binder.config import BinderConfig
 from placer.binder.enforce import Placement
 from placer.binder.holding import StepReport
-from placer.binder.reporting import plan_summary
+from placer.binder.reporting import plan_summary, survival_summary
 from placer.metrics import Metrics
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
+from solver.survival import verdicts_for
 from solver.warm import Warm
 
 log = logging.getLogger("placer.binder.loop")
@@ -145,9 +146,14 @@ class Solving:
 
     def summary(self, solved: Solved) -> str:
         """What each Scheduled event of the batch says about the batch."""
+        clusters = {m.cluster for m in solved.batch.members if m.pod.pending}
+        survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters)
         if self.config.solver == "cp-sat":
-            return plan_summary(solved.plan, solved.seconds)
-        return f"batch placed by the greedy baseline in {solved.seconds:.2f}s"
+            return f"{plan_summary(solved.plan, solved.seconds)}; {survival_summary(survival)}"
+        return (
+            f"batch placed by the greedy baseline in {solved.seconds:.2f}s; "
+            f"{survival_summary(survival)}"
+        )
 
 
 def placements(

@@ -3,6 +3,7 @@
 import click
 
 from placer.commands.options import (
+    DUMP_EPILOG,
     exit_code,
     finish,
     input_issues,
@@ -13,9 +14,14 @@ from placer.commands.options import (
 from placer.output import render
 from solver.check import audit as audit_violations
 from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, worst_domain_loss
+from solver.survival import survival_verdicts
 
 
-@click.command("audit")
+@click.command(
+    "audit",
+    short_help="Judge the running placement: survival first, then every rule.",
+    epilog=DUMP_EPILOG,
+)
 @with_source
 @output_option
 def command(
@@ -26,7 +32,11 @@ def command(
     allow_empty: bool,
     output: str,
 ) -> None:
-    """Report the violations of the current placement; exit 1 when hard ones exist."""
+    """Judge the running placement: survival of one host, rack or zone lost, then every violation.
+
+    Nothing is solved. A level where one domain's loss takes a master majority or a whole shard
+    is a soft finding (hard at the level rules.survive names). Exit 1 when hard violations exist.
+    """
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     current = keep_plan(snapshot)
     violations = audit_violations(snapshot, policy)
@@ -39,9 +49,14 @@ def command(
             "unplaced": [],
             "skipped": input_issues(snapshot),
             "warnings": master_quorum_warnings(snapshot, policy),
+            "survival": survival_verdicts(snapshot, policy, current),
         }
     )
     if output == "table":
+        verdict = render.survival_lines(report.survival)
+        if verdict:
+            click.echo("\n".join(verdict))
+            click.echo()
         click.echo(render.violations_table(violations) if violations else "no violations")
         click.echo()
         click.echo(render.audit_summary(report))
@@ -50,6 +65,6 @@ def command(
 
         click.echo(audit_picture(report, snapshot, output))
     else:
-        click.echo(render.as_document(report, output))
+        click.echo(render.audit_document(report, output))
     code = exit_code(skipped=report.skipped, unplaced=False, hard=bool(report.hard_violations))
     finish(report.skipped, report.warnings, code)

@@ -1,10 +1,15 @@
-"""``redis-placer demo``: the plan of a bundled example beside the greedy baseline, and a map."""
+"""``redis-placer demo``: the plan of a bundled example beside one pod at a time (the greedy
+baseline and the stock kube-scheduler rules), and what losing each zone does to each."""
 
 import time
 from importlib import resources
 
 import click
 
+from models.drill import Failure
+from models.plan import Plan
+from models.policy import Level, Policy
+from models.snapshot import Snapshot
 from placer.commands.options import (
     StderrProgress,
     allow_empty_option,
@@ -14,18 +19,90 @@ from placer.commands.options import (
     plan_exit_code,
     time_limit_option,
 )
-from placer.output import render
 from placer.output.topology import topology_map
 from solver.check import check_plan, evaluate_objective
+from solver.drill import drill, every_domain
 from solver.greedy import greedy_plan
-from solver.solve import SolveOptions, solve
+from solver.stock import stock_plan
+from solver.survival import survival_verdicts
+
+LEGEND = """\
+greedy       this tool's baseline, one pod at a time; it balances each cluster's masters over
+             zones, which kube-scheduler does not
+stock rules  kube-scheduler's filters and scores, simulated, one pod at a time, with the rules
+             people write: a shard's pods on different hosts (required), zones and racks
+             (preferred); masters on different hosts, spread over zones (maxSkew 1, ScheduleAnyway)"""
 
 
 def example_path() -> str:
     return str(resources.files("placer") / "examples" / "cluster.yaml")
 
 
-@click.command("demo")
+def _drill_level(snapshot: Snapshot) -> Level:
+    zones = {n.zone for n in snapshot.nodes if n.zone is not None}
+    return "zone" if len(zones) > 1 else "rack"
+
+
+def _cell(failure: Failure | None) -> str:
+    """One placement's fate in one failure, in a few words."""
+    if failure is None:
+        return "no Redis pod there"
+    lost = []
+    for c in failure.clusters:
+        name = c.cluster.rpartition("/")[2]
+        if not c.majority_kept:
+            lost.append(f"{name}: {c.masters - c.masters_lost} of {c.masters} masters left")
+        elif c.shards_lost:
+            lost.append(f"{name}: {c.shards_lost} shard(s) gone")
+    return "LOSES " + "; ".join(lost) if lost else "survives"
+
+
+def _drills(snapshot: Snapshot, plans: list[Plan], level: Level) -> list[list[str]]:
+    """Rows: each domain of ``level`` lost in turn, and each placement's fate."""
+    reports = [
+        {f.domain: f for f in drill(snapshot, every_domain(snapshot, p, level), p).failures}
+        for p in plans
+    ]
+    domains = sorted({d for r in reports for d in r})
+    rows = [[f"{level} {d} lost", *(_cell(r.get(d)) for r in reports)] for d in domains]
+    verdicts = []
+    for r in reports:
+        bad = sum(1 for f in r.values() if f.loses_data_or_majority)
+        verdicts.append(f"{bad} of {len(r)} lose" if bad else f"all {len(r)} survived")
+    rows.append(["verdict", *verdicts])
+    return rows
+
+
+def _columns(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _survival_cell(plan: Plan, level: str) -> str:
+    for v in plan.survival:
+        if v.level == level:
+            return (
+                "yes"
+                if v.survived
+                else "NO: " + ", ".join(sorted({str(t.domain) for t in v.takes}))
+            )
+    return "-"
+
+
+def _judged(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
+    violations = check_plan(snapshot, policy, plan)
+    return plan.model_copy(
+        update={
+            "violations": violations,
+            "objective": evaluate_objective(snapshot, policy, plan).get("total", 0.0),
+            "survival": survival_verdicts(snapshot, policy, plan),
+        }
+    )
+
+
+@click.command("demo", short_help="Plan a bundled example beside one pod at a time.")
 @click.option(
     "-f",
     "--file",
@@ -37,63 +114,63 @@ def example_path() -> str:
 @allow_empty_option
 @time_limit_option(default=10.0, help="Seconds for the solver.")
 def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
-    """Plan a bundled example cluster: the plan, the greedy baseline beside it, and a topology map."""
+    """Plan a bundled example beside one pod at a time, and drill each zone's loss for all three.
+
+    The plan (CP-SAT, the whole batch at once) is set beside the greedy baseline and the stock
+    kube-scheduler rules (both one pod at a time), with the map of the plan and what losing each
+    zone in turn does to each placement.
+    """
     path = file or example_path()
     policy, snapshot = load_inputs(path, None, None, None, allow_empty)
+    zones = len({n.zone for n in snapshot.nodes if n.zone is not None})
+    clusters = len({m.cluster for m in snapshot.members})
     click.echo(
-        f"cluster: {path}\n  {len(snapshot.nodes)} nodes, {len(snapshot.running)} running and {len(snapshot.pending)} pending Redis pods\n"
+        f"cluster: {path if file else 'the bundled example (placer/examples/cluster.yaml)'}\n"
+        f"  {len(snapshot.nodes)} nodes in {zones} zones, {clusters} Redis "
+        f"cluster{'' if clusters == 1 else 's'}: "
+        f"{len(snapshot.running)} Redis pods running, {len(snapshot.pending)} to place\n"
     )
     started = time.monotonic()
     with StderrProgress(started) as progress:
-        result = solve(
-            snapshot, policy, "place", SolveOptions(time_limit=time_limit, progress=progress)
-        )
-    solver_seconds = time.monotonic() - started
-    result = completed(snapshot, policy, result)
-    started = time.monotonic()
-    baseline = greedy_plan(snapshot, policy)
-    greedy_seconds = time.monotonic() - started
-    baseline_violations = check_plan(snapshot, policy, baseline)
-    baseline_objective = evaluate_objective(snapshot, policy, baseline)
-    click.echo("== CP-SAT plan ==")
-    click.echo(render.plan_table(result, snapshot))
-    click.echo("\n== CP-SAT vs greedy (one pod at a time, like kube-scheduler) ==")
+        result = solve_plan(snapshot, policy, time_limit, progress)
+    seconds = time.monotonic() - started
+    greedy = _judged(snapshot, policy, greedy_plan(snapshot, policy))
+    stock = _judged(snapshot, policy, stock_plan(snapshot, policy))
+    plans = [result, greedy, stock]
     pending = len(snapshot.pending)
     rows = [
-        ["", "CP-SAT", "greedy"],
-        [
-            "pods placed (first: more is better)",
-            f"{pending - len(result.unplaced)}/{pending}",
-            f"{pending - len(baseline.unplaced)}/{pending}",
-        ],
-        [
-            "hard violations (then: fewer)",
-            str(len(result.hard_violations)),
-            str(sum(1 for v in baseline_violations if v.severity == "hard")),
-        ],
-        [
-            "objective (then: lower)",
-            f"{result.objective:g}",
-            f"{baseline_objective.get('total', 0):g}",
-        ],
-        [
-            "soft violations",
-            str(len(result.violations) - len(result.hard_violations)),
-            str(sum(1 for v in baseline_violations if v.severity == "soft")),
-        ],
-        ["seconds", f"{solver_seconds:.2f}", f"{greedy_seconds:.3f}"],
+        ["", "plan (CP-SAT)", "greedy", "stock rules"],
+        ["pods placed", *(f"{pending - len(p.unplaced)}/{pending}" for p in plans)],
+        ["hard violations", *(str(len(p.hard_violations)) for p in plans)],
+        *(
+            [f"survives losing a {v.level}", *(_survival_cell(p, v.level) for p in plans)]
+            for v in result.survival
+        ),
+        ["objective (lower is better)", *(f"{p.objective:g}" for p in plans)],
     ]
-    for term in ("survival", "rackSurvival", "rack", "zone", "masterBalance", "loadBalance"):
-        rows.append(
-            [
-                f"  cost {term}",
-                f"{result.objective_terms.get(term, 0):g}",
-                f"{baseline_objective.get(term, 0):g}",
-            ]
-        )
-    width = max(len(r[0]) for r in rows)
-    for r in rows:
-        click.echo(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]:>10}")
-    click.echo("\n== topology after the CP-SAT plan (M master, r replica) ==")
+    click.echo(_columns(rows))
+    click.echo(f"plan: {result.status}, {seconds:.2f}s")
+    for v in result.survival:
+        for note in v.cannot_survive:
+            click.echo(f"no placement can survive losing a {v.level}: {note}")
+    click.echo(f"{LEGEND}\n")
+    click.echo("== the plan (M master, r replica) ==")
     click.echo(topology_map(result, snapshot))
+    level = _drill_level(snapshot)
+    click.echo(f"\n== drill: each {level} lost in turn ==")
+    click.echo(
+        _columns([["", "plan (CP-SAT)", "greedy", "stock rules"], *_drills(snapshot, plans, level)])
+    )
     finish(result.skipped, result.warnings, plan_exit_code(result))
+
+
+def solve_plan(
+    snapshot: Snapshot, policy: Policy, time_limit: float, progress: StderrProgress
+) -> Plan:
+    """The plan as ``plan`` makes it: solved, then completed with what the solver leaves."""
+    from solver.solve import SolveOptions, solve
+
+    result = solve(
+        snapshot, policy, "place", SolveOptions(time_limit=time_limit, progress=progress)
+    )
+    return completed(snapshot, policy, result)

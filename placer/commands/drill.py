@@ -11,6 +11,7 @@ from models.plan import Plan, SkippedInput
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
 from placer.commands.options import (
+    DUMP_EPILOG,
     exit_code,
     fail,
     finish,
@@ -133,7 +134,7 @@ def _emit(
         click.echo(drill_text(report, level_checked))
 
 
-@click.command("drill")
+@click.command("drill", short_help="Simulate losing a zone, rack or host.", epilog=DUMP_EPILOG)
 @with_source
 @click.option(
     "--plan",

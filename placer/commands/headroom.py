@@ -11,6 +11,7 @@ from models.quantity import QuantityError, cpu_millis, memory_bytes
 from models.resources import Resources
 from models.snapshot import Snapshot
 from placer.commands.options import (
+    DUMP_EPILOG,
     StderrProgress,
     deadline_of,
     exit_code,
@@ -23,6 +24,7 @@ from placer.commands.options import (
 from placer.output import render
 from solver.headroom import headroom
 from solver.solve import SolveOptions
+from solver.survival import survival_after
 
 NEW_CLUSTER = "default/headroom"
 
@@ -90,6 +92,7 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     ]
     if answer.note:
         lines.append(f"note: {answer.note}")
+    lines.extend(f"survival: {line}" for line in answer.survival)
     if answer.pending_ignored:
         lines.append(
             f"left out: {len(answer.pending_ignored)} pending pod(s) of the input "
@@ -104,7 +107,9 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     return "\n\n".join(parts) + (f"\n{note}" if note else "")
 
 
-@click.command("headroom")
+@click.command(
+    "headroom", short_help="Count how many more shards of a shape fit.", epilog=DUMP_EPILOG
+)
 @with_source
 @click.option(
     "--shard-size",
@@ -142,8 +147,11 @@ def command(
     output: str,
     time_limit: float | None,
 ) -> None:
-    """How many more shards of this shape fit with every hard rule kept (survive included),
-    proven by the solver, and which resource or rule binds first."""
+    """Count how many more shards of this shape fit, with every hard rule kept.
+
+    The count is proven by the solver (survive included) and comes with the resource or rule
+    that binds first, and whether the cluster, so grown, could survive one domain's loss.
+    """
     started = time.monotonic()
     # The nodes are what headroom judges: a cluster that runs no Redis pod yet is its question.
     policy, snapshot = load_inputs(
@@ -155,7 +163,8 @@ def command(
         answer = headroom(
             snapshot, policy, shape, SolveOptions(deadline=deadline, progress=progress)
         )
-    answer = answer.model_copy(update={"skipped": input_issues(snapshot)})
+    survival = survival_after(snapshot, policy, shape.cluster, answer.shards, shard_size)
+    answer = answer.model_copy(update={"skipped": input_issues(snapshot), "survival": survival})
     if output == "table":
         click.echo(headroom_text(answer, policy))
     else:

@@ -28,6 +28,7 @@ from models.errors import InputError
 from models.plan import Plan, SkippedInput
 from models.policy import MAX_TIME_LIMIT_SECONDS, Policy
 from models.snapshot import Snapshot
+from placer.inputs.content import DUMP_COMMAND
 from placer.inputs.files import read_policy, snapshot_from_file
 from placer.output import render
 from solver.check import master_quorum_warnings, standing_violations
@@ -127,9 +128,18 @@ def _pipe_tolerant() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except (OSError, ValueError):
+        return False
+
+
 class StderrProgress:
     """Progress on stderr while a solve runs: once it has run a second, a line at most every two
-    seconds, naming the phase and, when known, the objective and bound of the plan so far."""
+    seconds, naming the phase and, when known, the objective and bound of the plan so far. Only
+    on a terminal: a log or a pipe gets the answer, not timing lines that differ run to run."""
 
     FIRST, EVERY = 1.0, 2.0
 
@@ -147,8 +157,9 @@ class StderrProgress:
             self.objective, self.bound = objective, bound
 
     def __enter__(self) -> "StderrProgress":
-        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
-        self._thread.start()
+        if _is_terminal(sys.stderr):
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -222,11 +233,14 @@ def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
 
 def completed(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
     """A solved plan with what the solver does not judge: the hard problems it leaves standing
-    (solver.check.standing_violations) and the warnings about the input."""
+    (solver.check.standing_violations), the warnings about the input and the survival verdict."""
+    from solver.survival import survival_verdicts
+
     return plan.model_copy(
         update={
             "violations": [*plan.violations, *standing_violations(snapshot, plan)],
             "warnings": [*plan.warnings, *master_quorum_warnings(snapshot, policy)],
+            "survival": survival_verdicts(snapshot, policy, plan),
         }
     )
 
@@ -308,7 +322,7 @@ source_options = [
         "file",
         type=str,
         default=None,
-        help="Snapshot: `kubectl get nodes,pods,pv,pvc,storageclasses -A -o yaml|json` output, or - for stdin. Without it, the live cluster is read.",
+        help="Snapshot: a dump of the cluster (the command is below), or - for stdin. Without it, the live cluster is read.",
     ),
     click.option(
         "-p",
@@ -323,6 +337,9 @@ source_options = [
     allow_empty_option,
 ]
 
+
+DUMP_EPILOG = f"A dump holds everything the tool reads: {DUMP_COMMAND} > dump.yaml (or -o json)."
+"""The commands that read a snapshot end their help with the one dump command."""
 
 output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
 

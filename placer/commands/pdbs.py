@@ -6,6 +6,7 @@ import click
 import yaml
 
 from placer.commands.options import (
+    DUMP_EPILOG,
     exit_code,
     finish,
     input_issues,
@@ -16,7 +17,7 @@ from placer.kube.pdb import shard_pdbs
 from placer.output.render import input_note
 
 
-@click.command("pdbs")
+@click.command("pdbs", short_help="Print one PodDisruptionBudget per shard.", epilog=DUMP_EPILOG)
 @with_source
 @click.option(
     "-o",
@@ -34,8 +35,10 @@ def command(
     allow_empty: bool,
     output: str,
 ) -> None:
-    """Print one PodDisruptionBudget per shard (minAvailable: shard size - 1, selecting the shard's pods by
-    the policy's selector, cluster and shard labels), for `kubectl apply -f -`.
+    """Print one PodDisruptionBudget per shard, for `kubectl apply -f -`.
+
+    Each has minAvailable one less than the shard's members and selects its shard's pods by the
+    policy's selector, cluster and shard labels (or by their pod names).
 
     A single budget over all masters lets a drain take a master and its own replica together;
     one per shard lets it take one member of each shard at a time.

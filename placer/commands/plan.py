@@ -7,6 +7,7 @@ import click
 from models.plan import Mode
 from placer import command_started
 from placer.commands.options import (
+    DUMP_EPILOG,
     StderrProgress,
     completed,
     deadline_of,
@@ -22,7 +23,7 @@ from solver.changes import guarded_plan
 from solver.solve import SolveOptions, solve
 
 
-@click.command("plan")
+@click.command("plan", short_help="Place the pending pods and print the plan.", epilog=DUMP_EPILOG)
 @with_source
 @click.option(
     "--mode",

@@ -18,7 +18,11 @@ def defaults_yaml(profile: str = "labels") -> str:
     )
 
 
-@click.group("policy", invoke_without_command=True)
+@click.group(
+    "policy",
+    short_help="Print the default policy, or validate a policy file.",
+    invoke_without_command=True,
+)
 @click.option(
     "--print-defaults",
     is_flag=True,

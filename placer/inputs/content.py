@@ -19,7 +19,12 @@ from models.snapshot import Snapshot
 ALLOW = "pass --allow-empty to accept it"
 
 
-DUMP_HINT = "dump them with `kubectl get nodes,pods,pv,pvc,storageclasses -A -o yaml`"
+DUMP_RESOURCES = "nodes,pods,statefulsets,pv,pvc,storageclasses"
+"""Everything a snapshot is read from, as the live reader lists it (placer.inputs.live): nodes,
+pods, StatefulSets (a shard's size) and volumes (where a pod's claims let it run)."""
+DUMP_COMMAND = f"kubectl get {DUMP_RESOURCES} -A -o yaml"
+"""The one dump command the docs, the help and the errors name."""
+DUMP_HINT = f"dump them with `{DUMP_COMMAND}`"
 LIVE_HINT = "may these credentials list nodes?"
 
 

@@ -8,7 +8,7 @@ from models.drill import DrillReport
 from models.plan import DomainLoss, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 from placer.output import html
-from placer.output.render import input_note, summary
+from placer.output.render import input_note, summary, survival_lines
 from placer.output.topology import Mark, Scene, build_scene, text_maps
 
 MAX_ROWS = 200
@@ -103,6 +103,7 @@ def audit_picture(report: Plan, snapshot: Snapshot, fmt: str) -> str:
     pods = sum(1 for a in report.assignments if a.node)
     clusters = len({a.cluster for a in report.assignments})
     lines = [
+        *survival_lines(report.survival),
         f"{len(snapshot.nodes)} nodes, {pods} running Redis pods in {clusters} Redis cluster(s); "
         + _counts(report.violations),
         *(line for line in summary(report).splitlines() if line.startswith("worst")),

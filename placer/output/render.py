@@ -6,12 +6,23 @@ from typing import Any
 import yaml
 
 from models import json_text
-from models.plan import Plan, SkippedInput, Violation
+from models.plan import LevelVerdict, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 
 
 def as_document(plan: Plan, fmt: str) -> str:
     return document(plan.to_json_dict(), fmt)
+
+
+SOLVE_FIELDS = ("status", "engine", "degraded", "bound", "gap", "unplacedBound", "solveSeconds")
+"""What only a solve can say: an audit's document leaves them out (it solves nothing)."""
+
+
+def audit_document(report: Plan, fmt: str) -> str:
+    """An audit as a document: the plan's fields that judge a placement, ``solved: false``, and
+    none that a solve would fill (no status, engine or bound: nothing was solved)."""
+    data = {k: v for k, v in report.to_json_dict().items() if k not in SOLVE_FIELDS}
+    return document({"solved": False, **data}, fmt)
 
 
 def document(data: Mapping[str, Any], fmt: str) -> str:
@@ -140,6 +151,7 @@ def summary(plan: Plan) -> str:
         f"  moved {sum(1 for a in plan.assignments if a.action == 'move')}"
         f"  failovers {len(plan.failovers)}  unplaced {len(plan.unplaced)}"
         f"  violations {hard} hard, {soft} soft",
+        *survival_lines(plan.survival),
         worst_failure(plan),
         input_note(plan.skipped),
     ]
@@ -158,6 +170,40 @@ def audit_summary(plan: Plan) -> str:
         input_note(plan.skipped),
     ]
     return "\n".join(line for line in lines if line)
+
+
+def survival_lines(verdicts: Sequence[LevelVerdict]) -> list[str]:
+    """The survival verdict, one line per level (and one per cluster no placement could keep)."""
+    lines = []
+    for v in verdicts:
+        head = f"survives losing one {v.level}:"
+        if v.survived:
+            noun = v.level if v.domains == 1 else f"{v.level}s"
+            lines.append(f"{head} yes (each of {v.domains} {noun} with Redis pods)")
+        else:
+            finding = "hard violation" if v.severity == "hard" else "soft finding"
+            lines.append(f"{head} NO ({finding}): {takes_text(v)}")
+        lines.extend(f"  no placement can: {note}" for note in v.cannot_survive)
+    return lines
+
+
+def takes_text(verdict: LevelVerdict, shown: int = 2) -> str:
+    """Which domain takes which cluster's majority or shards, the first ``shown`` of them."""
+    parts = []
+    for t in verdict.takes:
+        what = []
+        if t.majority_lost:
+            what.append(f"{t.cluster}'s master majority ({t.masters_left} of {t.masters} left)")
+        if t.shards_lost:
+            listed = ", ".join(t.shards_lost[:3]) + ("..." if len(t.shards_lost) > 3 else "")
+            noun = "shards" if len(t.shards_lost) > 1 else "shard"
+            what.append(f"every member of {t.cluster} {noun} {listed}")
+        parts.append(f"{verdict.level} {t.domain} takes {' and '.join(what)}")
+    text = "; ".join(parts[:shown])
+    if len(parts) > shown:
+        more = len(parts) - shown
+        text += f"; and {more} more" if more > 1 else f"; and {more} more like it"
+    return text
 
 
 def input_note(skipped: Sequence[SkippedInput]) -> str:

@@ -17,6 +17,7 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
+    DUMP_EPILOG,
     Seconds,
     StderrProgress,
     deadline_of,
@@ -184,7 +185,11 @@ def _live_inputs(
     return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
 
 
-@click.command("rebalance")
+@click.command(
+    "rebalance",
+    short_help="Fix the running placement: failovers, then evictions.",
+    epilog=DUMP_EPILOG,
+)
 @with_source
 @click.option(
     "--apply", "apply_", is_flag=True, help="Perform the changes (default: print them only)."

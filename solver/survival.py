@@ -1,0 +1,201 @@
+"""Survival, the tool's promise, as a verdict per level: does every Redis cluster keep each
+shard and a strict majority of its masters through the loss of any one host, rack or zone?
+
+Judged on a finished placement by the checker's own counting (solver/check.py), never by the
+CP-SAT encoding. Where no placement on the domains there are could survive, the verdict says
+so and what would: Redis promotes a replica only with a majority of masters, so a cluster of M
+masters survives the loss of one of D domains only if every domain holds fewer than M/2 of them,
+which D domains of at most (M - 1) // 2 masters each must be able to hold.
+"""
+
+from collections import defaultdict
+
+from models.cluster import Member, Node
+from models.plan import LevelVerdict, Plan
+from models.policy import Level, Policy
+from models.snapshot import Snapshot
+from solver.check import domain_takes, survival_levels
+from solver.predicates import node_accepts_new_pods
+
+
+def majority_possible(masters: int, domains: int) -> bool:
+    """Some spread of ``masters`` over ``domains`` leaves a strict majority after any one's loss."""
+    return masters >= 1 and domains * ((masters - 1) // 2) >= masters
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _counts_text(counts: list[int], open_from: int) -> str:
+    """[3], 5 -> '3, or 5 and more,'; [], 5 -> '5 or more'."""
+    tail = f"{open_from} or more" if not counts else f"or {open_from} and more,"
+    return ", ".join([*map(str, counts), tail]) if counts else tail
+
+
+def what_would(masters: int, domains: int, level: str) -> str:
+    """The shard counts (and the domain count) whose masters could survive one domain's loss."""
+    if domains < 3:
+        return (
+            f"no number of shards survives losing one of {domains} {level}s: a third "
+            f"{level} would, with 3, or 5 and more, shards"
+            if level != "host"
+            else "more hosts would"
+        )
+    # From ``open_from`` on every count works: D * ((M - 1) // 2) >= M for all larger M.
+    open_from = next(
+        m for m in range(3, 64) if all(majority_possible(k, domains) for k in range(m, m + 8))
+    )
+    above = [m for m in range(masters + 1, open_from) if majority_possible(m, domains)]
+    start = max(masters + 1, open_from)
+    text = f"{_counts_text(above, start)} shards would survive"
+    fewer = [m for m in range(masters - 1, 2, -1) if majority_possible(m, domains)]
+    if fewer:
+        text += f" (or {fewer[0]})"
+    needed = (
+        next(d for d in range(domains + 1, domains + 64) if majority_possible(masters, d))
+        if masters >= 3
+        else None
+    )
+    if needed is not None and level != "host":
+        text += f", and so would {needed} {level}s"
+    return text
+
+
+def cannot_survive(
+    cluster: str, masters: int, shard_sizes: dict[str, int], domains: int, level: str
+) -> str | None:
+    """Why no placement of the cluster over ``domains`` domains survives one's loss, and what
+    would; None when some placement could (capacity aside)."""
+    if domains <= 1:
+        return (
+            f"{cluster}: the nodes it can run on are in one {level}, whose loss takes everything; "
+            f"{level}s of their own would be needed (3, with 3 or 5 and more shards)"
+        )
+    if not majority_possible(masters, domains):
+        most = -(-masters // domains)  # some domain holds at least this many
+        left = masters - max(most, 1)
+        why = (
+            f"{cluster} has {_plural(masters, 'master')} over {_plural(domains, level)}: some "
+            f"{level} holds {most} of them, and the {left} left are no majority"
+            if masters >= 3
+            else f"{cluster} has {_plural(masters, 'master')}: losing one leaves "
+            f"{masters - 1} of {masters}, no majority"
+        )
+        return f"{why}; {what_would(masters, domains, level)}"
+    single = sorted(shard for shard, size in shard_sizes.items() if size < 2)
+    if single:
+        listed = ", ".join(single[:3]) + (f" and {len(single) - 3} more" if len(single) > 3 else "")
+        return (
+            f"{cluster}: shard(s) {listed} have one member, lost with its {level}; "
+            "a replica each would survive"
+        )
+    return None
+
+
+def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
+    """Domains that could hold the cluster's members: those of nodes that take new pods, and
+    those its members run in now (an upper bound, so 'cannot' is proven)."""
+    held: set[str | None] = set()
+    nodes: dict[str, Node] = snapshot.node_by_name
+    for node in snapshot.nodes:
+        if node_accepts_new_pods(node):
+            held.add(node.domain(level))
+    for m in members:
+        running = nodes.get(m.pod.node_name or "")
+        if running is not None:
+            held.add(running.domain(level))
+    held.discard(None)
+    return len(held)
+
+
+def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
+    """Per level in use: for each Redis cluster no placement could keep through one domain's
+    loss, why and what would."""
+    clusters: dict[str, list[Member]] = defaultdict(list)
+    for m in (*snapshot.members, *snapshot.skipped_members):
+        clusters[m.cluster].append(m)
+    found: dict[str, list[str]] = {}
+    for level in survival_levels(policy, snapshot.nodes):
+        notes = []
+        for cluster, members in sorted(clusters.items()):
+            sizes: dict[str, int] = defaultdict(int)
+            for m in members:
+                sizes[m.shard] += 1
+            note = cannot_survive(
+                cluster, len(sizes), dict(sizes), _domains(snapshot, level, members), level
+            )
+            if note is not None:
+                notes.append(note)
+        found[level] = notes
+    return found
+
+
+def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[LevelVerdict]:
+    """Per level in use (host, rack, zone): survived, or which domain takes what."""
+    impossible = unsurvivable(snapshot, policy)
+    nodes = snapshot.node_by_name
+    placed = {a.pod: a.node for a in plan.assignments}
+    unplaced = {u.pod for u in plan.unplaced}
+    verdicts = []
+    for level in survival_levels(policy, snapshot.nodes):
+        held: set[str | None] = set()
+        for m in snapshot.members:
+            name = None if m.key in unplaced else placed.get(m.key, m.pod.node_name)
+            node = nodes.get(name or "")
+            if node is not None and node.domain(level) is not None:
+                held.add(node.domain(level))
+        takes = domain_takes(snapshot, plan, level)
+        verdicts.append(
+            LevelVerdict(
+                level=level,
+                domains=len(held),
+                survived=not takes,
+                severity="hard" if policy.rules.survive == level else "soft",
+                takes=takes,
+                cannot_survive=impossible.get(level, []),
+            )
+        )
+    return verdicts
+
+
+def verdicts_for(
+    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str]
+) -> list[LevelVerdict]:
+    """The verdict for some Redis clusters only (the binder's batch): the others' members are
+    left out of the count, so the work is theirs alone."""
+    part = snapshot.model_copy(
+        update={
+            "members": tuple(m for m in snapshot.members if m.cluster in clusters),
+            "skipped_members": tuple(m for m in snapshot.skipped_members if m.cluster in clusters),
+        }
+    )
+    return survival_verdicts(part, policy, plan)
+
+
+def survival_after(
+    snapshot: Snapshot, policy: Policy, cluster: str, more: int, shard_size: int
+) -> list[str]:
+    """Per level in use: whether the Redis cluster, with ``more`` shards of ``shard_size`` added
+    to what runs, could survive one domain's loss (capacity aside), and what would if not."""
+    members = [m for m in snapshot.members if m.cluster == cluster and not m.pod.pending]
+    sizes: dict[str, int] = defaultdict(int)
+    for m in members:
+        sizes[m.shard] += 1
+    for i in range(more):
+        sizes[f"+{i}"] = shard_size
+    total = len(sizes)
+    notes = []
+    for level in survival_levels(policy, snapshot.nodes):
+        domains = _domains(snapshot, level, members)
+        note = cannot_survive(cluster, total, dict(sizes), domains, level)
+        if note is None:
+            notes.append(
+                f"with {_plural(total, 'shard')} in all, {cluster} can survive losing a {level} "
+                f"({domains} {level}s)"
+            )
+        else:
+            notes.append(
+                f"with {_plural(total, 'shard')} in all, no placement survives losing a {level}: {note}"
+            )
+    return notes
