@@ -347,3 +347,21 @@ def test_bad_credentials_stop_the_run_and_change_nothing(
     assert result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
     assert (h.layout(), _labels(kube)) == before
     assert kube.evicted == [] and kube.events == []
+
+
+@pytest.mark.redis
+def test_a_dry_run_without_the_secret_says_so_and_uses_the_labels(
+    tls_cluster_api: tuple[RedisClusterHarness, FakeKubeAdapter, dict[str, str], str],
+) -> None:
+    """A person's dry run that may not read the Secrets still gets the labels' report; the
+    CronJob's --apply would stop instead (above)."""
+    h, kube, _, _ = tls_cluster_api
+    del kube.secrets[("default", "cache-redis-cluster")]
+    result = run(["--redis-port", str(h.port), "-o", "json"])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["roles"] == {
+        "source": "labels",
+        "note": "redis credentials: secret default/cache-redis-cluster (env REDIS_PASSWORD_FILE "
+        "-> volume redis-password of pod default/cache-2): not found: roles from the role labels",
+    }
+    assert "roles from the role labels" in result.stderr

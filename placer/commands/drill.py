@@ -90,6 +90,7 @@ def _redis_facts(
 
     redis_port = port or policy.redis.port
     dial = redis_dialer(snapshot, policy, adapter, redis_port, password_env, password_file)
+    assert not isinstance(dial, str)  # not soft: unreadable credentials exit
     views = read_views(snapshot.members, dial)
     snapshot, reading, _ = redis_roles(snapshot, dial, required=True, views=views)
     offsets, problems = replication_offsets(snapshot.members, dial)

@@ -288,13 +288,25 @@ def command(
         port = redis_port or policy.redis.port
         from_redis = roles_from == "redis" or (roles_from == "auto" and file is None)
         dial: Dialer | None = None
+        roles_note = ""
         if apply_ or from_redis:
             from placer.rebalance.redis_reading import redis_dialer
 
             progress("reading credentials", None, None)
-            dial = redis_dialer(snapshot, policy, adapter, port, password_env, password_file)
+            found = redis_dialer(
+                snapshot,
+                policy,
+                adapter,
+                port,
+                password_env,
+                password_file,
+                soft=not apply_ and roles_from == "auto",
+            )
+            if isinstance(found, str):
+                roles_note = found
+            else:
+                dial = found
         reading: RoleReading | None = None
-        roles_note = ""
         if from_redis and dial is not None:
             from placer.rebalance.redis_reading import redis_roles, unreachable_note
 

@@ -47,8 +47,11 @@ def redis_dialer(
     port: int,
     password_env: str | None,
     password_file: str | None,
-) -> Dialer:
-    """Every Redis cluster's endpoints; exit 2 when named credentials cannot be read."""
+    *,
+    soft: bool = False,
+) -> Dialer | str:
+    """Every Redis cluster's endpoints. Named credentials that cannot be read exit 2, or with
+    ``soft`` (a dry run that may fall back on the labels) come back as the reason why."""
     env = password_env or policy.redis.password_env
     file = password_file or policy.redis.password_file
     try:
@@ -70,6 +73,8 @@ def redis_dialer(
             read_secret=adapter.get_secret if adapter is not None else None,
         )
     except AccessError as exc:
+        if soft:
+            return f"redis credentials: {exc}: roles from the role labels"
         fail(f"redis credentials: {exc}")
 
 

@@ -83,6 +83,11 @@ def for_namespace(objects: list[dict[str, Any]], namespace: str) -> list[dict[st
             obj["metadata"]["name"] = own
     renamed = {o["metadata"]["name"] for o in out if o["kind"].startswith(("Cluster", "Mutating"))}
     for obj in out:
+        if obj["kind"] == "MutatingAdmissionPolicyBinding":
+            # Whatever list the profile ships, this install gates this namespace's pods only.
+            obj["spec"].setdefault("matchResources", {})["namespaceSelector"] = {
+                "matchLabels": {"kubernetes.io/metadata.name": namespace}
+            }
         if obj["metadata"]["name"] in renamed and obj["kind"].startswith(("Cluster", "Mutating")):
             obj["metadata"]["name"] += f"-{namespace}"
         ref = obj.get("roleRef") or {}
@@ -126,6 +131,17 @@ def install(api: ApiClient, objects: list[dict[str, Any]]) -> None:
             status, body = api_call(api, "PUT", named, obj)
         if status >= 300 and status != 409:
             raise AssertionError(f"install {obj['kind']} {obj['metadata']['name']}: {body}")
+
+
+def uninstall(api: ApiClient, objects: list[dict[str, Any]]) -> None:
+    """The admission policy first (pods are no longer gated), then everything else."""
+    first = [o for o in objects if o["kind"].startswith("MutatingAdmissionPolicy")]
+    rest = [o for o in objects if o not in first and o["kind"] in _PATHS]
+    for obj in [*first, *rest]:
+        path = _PATHS[obj["kind"]].format(ns=obj["metadata"].get("namespace", ""))
+        status, body = api_call(api, "DELETE", f"{path}/{obj['metadata']['name']}")
+        if status >= 300 and status != 404:
+            raise AssertionError(f"uninstall {obj['kind']} {obj['metadata']['name']}: {body}")
 
 
 def container(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def _install(
     objects = install.for_namespace(
         install.render(install.ROOT / "deploy" / "profiles" / profile), namespace
     )
-    install.install(api, objects)
+    install.install(api, objects)  # removed by the test when it ends (install.uninstall)
     own = install.placer_namespace(namespace)
     policy_file = tmp / "policy.yaml"
     policy_file.write_text(install.policy_text(objects))
@@ -164,6 +164,14 @@ def _install(
     labels = Policy.model_validate({"identity": {"profile": profile}}).selector
     install.wait_for_gating(api, namespace, labels, PLACEMENT_GATE)
     return Installed(binder=binder, cronjob=cronjob, objects=objects)
+
+
+@contextlib.contextmanager
+def _uninstalled_after(api: ApiClient, objects: list[dict[str, Any]]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        install.uninstall(api, objects)
 
 
 def _run_cronjob(scene: Scene, installed: Installed, what: str) -> dict[str, Any]:
@@ -327,6 +335,7 @@ def test_the_guarantee_is_kept_through_failures(
     installed = _install(controller_manager, kube_api, case.profile, namespace, tmp_path)
     results: dict[str, Any] = {}
     with (
+        _uninstalled_after(kube_api, installed.objects),
         installed.binder.running(tmp_path / "binder.log"),
         _environment(case, kube_api, namespace, tmp_path) as (_, runtime, kubelet),
     ):
@@ -418,20 +427,26 @@ def test_the_stock_scheduler_alone_through_zone_losses(
         scene = _bring_up(case, kube_api, namespace, run_id, runtime.security, runtime, kubelet)
         results["losses"] = scene.losses()
         survived = 0
-        with writing(scene, scene.ips()):
+        with writing(scene, scene.ips()) as writer:
             for zone in sorted(set(scene.zone_of_node.values())):
+                scene.writes_flow(acknowledged=100)
                 scene.lose_zone(zone)
                 try:
                     seconds: float | None = scene.wait_serving()
                     survived += 1
                 except Exception:
                     seconds = None
-                assert scene.writer is not None
-                lost = len(scene.writer.lost())
-                scene.note("zone lost", zone=zone, serving_after_s=seconds, lost_writes=lost)
-                results[zone] = {"serving again after s": seconds, "acknowledged writes lost": lost}
+                unreadable = len(writer.lost())
                 scene.restore_zone(zone)
                 scene.wait_whole()
+                lost = len(writer.lost())
+                facts = {
+                    "serving again after s": None if seconds is None else round(seconds, 1),
+                    "acknowledged writes unreadable while it was down": unreadable,
+                    "acknowledged writes lost once it was back": lost,
+                }
+                scene.note("zone lost", zone=zone, **facts)
+                results[zone] = facts
         results["zones survived"] = survived
         print(f"\n{name} under the stock scheduler: {survived} of 3 zone losses survived")
     _save(report_dir, f"day-two-stock-{name}", scene, results)
