@@ -313,16 +313,26 @@ def test_policy_configmap_holds_the_default_policy() -> None:
 
 def test_rebalance_cronjob() -> None:
     cronjob = one(main(), "CronJob", "redis-placer-rebalance")
-    assert cronjob["spec"]["schedule"] == "*/15 * * * *"
+    assert cronjob["spec"]["schedule"] == "*/5 * * * *"
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    deadline = cronjob["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"]
+    assert deadline < 5 * 60  # a run ends before the next is due
     spec = pod_template(cronjob)["spec"]
     assert spec["serviceAccountName"] == COMPONENT_ACCOUNTS["rebalance"]
     assert spec["restartPolicy"] == "Never"
     (c,) = spec["containers"]
-    assert c["command"] + c["args"] == ["redis-placer", "rebalance", "-p", POLICY_PATH]
-    assert "--apply" not in c["args"]  # dry-run unless someone opts in
+    # The guarantee kept by default: failovers applied (no data moves), moves off.
+    assert c["command"] + c["args"] == [
+        "redis-placer",
+        "rebalance",
+        "-p",
+        POLICY_PATH,
+        "--apply",
+        "--max-moves",
+        "0",
+    ]
     text = (DEPLOY / "base" / "rebalance" / "cronjob.yaml").read_text()
-    assert "--apply" in text  # ... and how to opt in is documented next to the args
+    assert 'drop "--apply"' in text and 'raise "--max-moves"' in text  # the way back, beside it
 
 
 def test_rebalance_is_included_from_the_main_kustomization() -> None:
