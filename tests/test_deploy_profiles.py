@@ -4,10 +4,7 @@ MutatingAdmissionPolicy that gates the deployment's pods, all following models.i
 The CEL expressions are read here, not evaluated: the e2e tests run them on a real API server.
 """
 
-import functools
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +17,15 @@ from models.identity.profiles import PROFILES
 from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE
 from placer.inputs.files import read_policy
-from placer.kube.adapter import permissions_for
 from tests.test_deploy import (
-    COMPONENT_ACCOUNTS,
     DEPLOY,
     NAMESPACE,
     POLICY_PATH,
     Doc,
-    granted,
+    binder_args,
     main,
     one,
+    overlay,
     pod_template,
     render,
     restricted_violations,
@@ -48,32 +44,6 @@ SCHEDULER_IN_CEL = re.compile(r'schedulerName:\s*"([^"]*)"')
 
 def profile(name: str) -> tuple[Doc, ...]:
     return render(f"profiles/{name}")
-
-
-@functools.cache
-def overlay(base: str, *components: str) -> tuple[Doc, ...]:
-    """deploy/<base> with components of deploy/components/ on top, as a user's overlay."""
-    where = Path(tempfile.mkdtemp(prefix="overlay-"))
-    (where / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY / base, where)],
-                "components": [
-                    os.path.relpath(DEPLOY / "components" / c, where) for c in components
-                ],
-            }
-        )
-    )
-    return render(str(where))
-
-
-def binder_args(docs: tuple[Doc, ...]) -> list[str]:
-    (container,) = pod_template(one(docs, "Deployment", "redis-placer-binder"))["spec"][
-        "containers"
-    ]
-    return list(container["command"]) + list(container["args"])
 
 
 def expression(docs: tuple[Doc, ...]) -> str:
@@ -138,11 +108,8 @@ def test_profile_is_the_install_plus_the_admission_policy(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_profile_keeps_the_binders_grants_and_pod_security(name: str) -> None:
-    have = granted(profile(name), COMPONENT_ACCOUNTS["binder"])
-    need = permissions_for("binder")
-    assert have["cluster"] == need["cluster"]  # gate mode's get + patch of pods included
-    assert have["namespace"] - need["namespace"] == set()
+def test_profile_keeps_pod_security(name: str) -> None:
+    """Its grants are checked with every other rendering's (tests/test_deploy.py)."""
     spec = pod_template(one(profile(name), "Deployment", "redis-placer-binder"))["spec"]
     assert restricted_violations(spec) == []
 
@@ -194,7 +161,8 @@ def test_admission_policy_gates_the_profiles_pods_at_creation(name: str) -> None
     assert spec["reinvocationPolicy"] in ("Never", "IfNeeded")
     assert GATES_IN_CEL.findall(expression(docs)) == [PLACEMENT_GATE]
     assert not SCHEDULER_IN_CEL.search(expression(docs))
-    assert binding["spec"]["matchResources"] == {"namespaceSelector": {}}  # every namespace
+    # the namespaces of deploy/components/redis-namespaces (tests/test_deploy.py checks them)
+    assert set(binding["spec"]["matchResources"]) == {"namespaceSelector"}
     assert "paramRef" not in binding["spec"] and "paramKind" not in spec
 
 
@@ -244,7 +212,10 @@ def test_kustomization_shows_how_to_use_bind_mode(name: str) -> None:
     directory = PROFILE_DIR / name
     text = (directory / "kustomization.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
-    assert doc["components"] == ["../../components/gate-mode"]
+    assert doc["components"] == [
+        "../../components/gate-mode",
+        "../../components/redis-namespaces",
+    ]
     assert "../../components/bind-mode" in text  # in a comment
     assert (directory / "../../components/bind-mode/kustomization.yaml").resolve().is_file()
     assert f"kubectl apply -k deploy/profiles/{name}" in text

@@ -28,6 +28,7 @@ from placer.kube.objects import (
     apply_merge_patch,
     build_event,
     build_pin_patch,
+    build_ungate_patch,
     gate_names,
 )
 
@@ -84,6 +85,7 @@ class FakeKubeAdapter:
         self.evicted: list[Key] = []
         self.deleted: list[Key] = []
         self.binds: list[tuple[Key, str]] = []
+        self.admission_policies: list[dict[str, Any]] = []
         self.log: list[tuple[int, WatchEvent]] = []
         self.node_log: list[tuple[int, WatchEvent]] = []
         self.evict_blocked = evict_blocked
@@ -329,6 +331,31 @@ class FakeKubeAdapter:
                 f"pinned to {node}",
                 self._update((namespace, name), patched),
             )
+
+    def remove_gate(
+        self, namespace: str, name: str, gate: str, pod: Mapping[str, Any]
+    ) -> PatchResult:
+        with self._lock:
+            stored = self.pods.get((namespace, name))
+            if stored is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if gate not in gate_names(pod):
+                return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
+            version = str(pod["metadata"].get("resourceVersion", ""))
+            if stored["metadata"]["resourceVersion"] != version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
+            patch = build_ungate_patch(stored, gate, version)
+            patched = apply_merge_patch(copy.deepcopy(stored), patch)
+            return PatchResult(
+                PatchOutcome.PATCHED,
+                200,
+                f"gate {gate} removed",
+                self._update((namespace, name), patched),
+            )
+
+    def list_admission_policies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self.admission_policies)
 
     def record_event(
         self,
