@@ -113,4 +113,4 @@ def test_shell_completion_is_served() -> None:
             "COMP_CWORD": "1",
         },
     )
-    assert words.stdout.split() == ["plain,rebalance"]
+    assert words.stdout.split() == ["plain,rebalance", "plain,release-gates"]
