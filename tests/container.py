@@ -70,7 +70,9 @@ def buildah_env() -> dict[str, str]:
             f'runroot = "{storage / "run"}"\n'
             f'graphroot = "{storage / "root"}"\n'
         )
-    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    # chroot isolation: no OCI runtime needed (buildah's default, oci, runs one in the build)
+    isolation = os.environ.get("BUILDAH_ISOLATION") or "chroot"
+    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "BUILDAH_ISOLATION": isolation}
 
 
 def unusable() -> str | None:

@@ -138,6 +138,11 @@ def test_refuses_while_an_admission_policy_still_gates(monkeypatch: pytest.Monke
     assert result.exit_code == 2
     assert "MutatingAdmissionPolicy redis-placer-labels still gates new pods" in result.stderr
     assert gates_of(fake, "ours") == [PLACEMENT_GATE]
+    listed = run(fake, monkeypatch, "--dry-run")  # only lists: a check, even while installed
+    assert (
+        "would release redis/ours" in listed.output and "note: MutatingAdmission" in listed.stderr
+    )
+    assert gates_of(fake, "ours") == [PLACEMENT_GATE]
     forced = run(fake, monkeypatch, "--force")
     assert gates_of(fake, "ours") == [] and forced.exit_code == 1
 

@@ -117,7 +117,11 @@ def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
     "(defaults serve without one; a profile's: deploy/profiles/NAME/policy.yaml).",
 )
 @click.option("--namespace", default=None, help="One namespace only (default: all).")
-@click.option("--dry-run", is_flag=True, help="List the pods that would be released; change none.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the managed pods waiting for redis-placer (those it would release); change none.",
+)
 @click.option(
     "--force",
     is_flag=True,
@@ -150,13 +154,17 @@ def command(
         pods = adapter.list_pods(namespace=namespace)
     except KubeApiError as exc:
         raise InputError(f"cannot read the cluster: {exc}") from None
-    if still_gating and not force:
+    if still_gating:
         names = ",".join(still_gating)
-        fail(
+        remedy = (
             f"MutatingAdmissionPolicy {names} still gates new pods, which would wait again: "
             f"delete it first (kubectl delete mutatingadmissionpolicybinding,"
-            f"mutatingadmissionpolicy {' '.join(still_gating)}), or pass --force"
+            f"mutatingadmissionpolicy {' '.join(still_gating)})"
         )
+        if dry_run:
+            click.echo(f"note: {remedy}", err=True)
+        elif not force:
+            fail(f"{remedy}, or pass --force")
     found = waiting_pods(pods, policy)
     released, left = 0, 0
     for pod in found.gated:

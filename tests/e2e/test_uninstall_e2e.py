@@ -5,6 +5,7 @@ release-gates` run as a user runs it."""
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,10 +79,20 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         api,
         install.pod_body(REDIS_NAMESPACE, "s2-0", shard(2), run_id, gates=[OTHER_GATE]),
     )
+    time.sleep(3)  # kube-scheduler runs, and still leaves them
     waiting = install.pods(api, REDIS_NAMESPACE)
     assert install.gates(waiting["s1-0"]) == [PLACEMENT_GATE]
     assert install.gates(waiting["s2-0"]) == [OTHER_GATE, PLACEMENT_GATE]
     assert not any(waiting[n]["spec"].get("nodeName") for n in ("s1-0", "s1-1", "s2-0"))
+
+    # How to see them: a dry run lists them (and says the admission policy is still there).
+    listed = release_gates(plane, "--dry-run")
+    assert listed.stdout.splitlines()[:3] == [
+        f"would release {REDIS_NAMESPACE}/s1-0",
+        f"would release {REDIS_NAMESPACE}/s1-1",
+        f"would release {REDIS_NAMESPACE}/s2-0",
+    ]
+    assert listed.returncode == 1 and f"note: MutatingAdmissionPolicy {ADMISSION}" in listed.stderr
 
     # The wrong order is refused: the admission policy would gate the next pods again.
     early = release_gates(plane)
@@ -102,12 +113,7 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         "new pods created without the gate",
         30,
     )
-    # 2. the rest of the install
-    deleted = install.kubectl(
-        plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", docs=docs
-    )
-    assert deleted.returncode == 0, deleted.stderr
-    # 3. the gates of the pods still waiting
+    # 2. the gates of the pods still waiting
     released = release_gates(plane)
     assert released.returncode == 0, released.stdout + released.stderr
     assert released.stdout.splitlines() == [
@@ -116,6 +122,11 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         f"released {REDIS_NAMESPACE}/s2-0",
         "released 3 pod(s); 0 managed pod(s) left waiting",
     ]
+    # 3. the rest of the install
+    deleted = install.kubectl(
+        plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", docs=docs
+    )
+    assert deleted.returncode == 0, deleted.stderr
     install.create(api, install.pod_body(REDIS_NAMESPACE, "s3-0", shard(3), run_id))
 
     def settled() -> bool:
