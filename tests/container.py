@@ -143,8 +143,9 @@ def build() -> Image:
 
 
 def remove(image: Image) -> None:
-    """The working container goes; the image stays in the storage for the next build's cache."""
-    for args in (("umount", image.container), ("rm", image.container)):
+    """The working container goes, and the layers no tag holds (with vfs each is a whole copy
+    of the files: a few GB a build); the image and the Debian base stay."""
+    for args in (("umount", image.container), ("rm", image.container), ("rmi", "--prune")):
         subprocess.run(["buildah", *args], env=buildah_env(), capture_output=True, check=False)
 
 
