@@ -324,13 +324,7 @@ class FakeKubeAdapter:
             if gate not in gate_names(stored):
                 return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
             patch = build_pin_patch(stored, node, gate, resource_version, labels, annotations)
-            patched = apply_merge_patch(copy.deepcopy(stored), patch)
-            return PatchResult(
-                PatchOutcome.PATCHED,
-                200,
-                f"pinned to {node}",
-                self._update((namespace, name), patched),
-            )
+            return self._patched((namespace, name), patch, f"pinned to {node}")
 
     def remove_gate(
         self, namespace: str, name: str, gate: str, pod: Mapping[str, Any]
@@ -345,13 +339,12 @@ class FakeKubeAdapter:
             if stored["metadata"]["resourceVersion"] != version:
                 return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
             patch = build_ungate_patch(stored, gate, version)
-            patched = apply_merge_patch(copy.deepcopy(stored), patch)
-            return PatchResult(
-                PatchOutcome.PATCHED,
-                200,
-                f"gate {gate} removed",
-                self._update((namespace, name), patched),
-            )
+            return self._patched((namespace, name), patch, f"gate {gate} removed")
+
+    def _patched(self, key: Key, patch: Mapping[str, Any], done: str) -> PatchResult:
+        """Apply a merge patch to the stored pod (the caller holds the lock)."""
+        patched = apply_merge_patch(copy.deepcopy(self.pods[key]), dict(patch))
+        return PatchResult(PatchOutcome.PATCHED, 200, done, self._update(key, patched))
 
     def list_admission_policies(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -397,13 +390,8 @@ class FakeKubeAdapter:
                 return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
             if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
                 return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
-            patched = apply_merge_patch(copy.deepcopy(pod), {"metadata": {"labels": dict(labels)}})
-            return PatchResult(
-                PatchOutcome.PATCHED,
-                200,
-                "labels patched",
-                self._update((namespace, name), patched),
-            )
+            patch = {"metadata": {"labels": dict(labels)}}
+            return self._patched((namespace, name), patch, "labels patched")
 
     def write_configmap(
         self,

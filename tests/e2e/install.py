@@ -12,7 +12,13 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 
-from tests.e2e.control_plane import ControlPlane, create_namespace, create_node, json_of
+from tests.e2e.control_plane import (
+    ControlPlane,
+    create_namespace,
+    create_node,
+    create_pod,
+    json_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -126,7 +132,8 @@ def zone_nodes(api: ApiClient, run_id: str, count: int = 3) -> list[str]:
     return names
 
 
-def pod_body(
+def redis_pod(
+    api: ApiClient,
     namespace: str,
     name: str,
     labels: Mapping[str, str],
@@ -135,40 +142,20 @@ def pod_body(
     scheduler_name: str | None = None,
     gates: Sequence[str] = (),
     shard_size: int = 2,
+    dry_run: bool = False,
 ) -> Doc:
     """A Redis pod as a StatefulSet makes it, kept on this test's nodes by a nodeSelector."""
-    spec: Doc = {
-        "nodeSelector": {"e2e-run": run_id},
-        "containers": [
-            {
-                "name": "redis",
-                "image": "redis:7.2",
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            }
-        ],
-        "terminationGracePeriodSeconds": 0,
-    }
-    if scheduler_name:
-        spec["schedulerName"] = scheduler_name
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(labels),
-            "annotations": {"redis-placer.io/shard-size": str(shard_size)},
-        },
-        "spec": spec,
-    }
-
-
-def create(api: ApiClient, body: Doc) -> Doc:
-    core = CoreV1Api(api)
-    namespace = body["metadata"]["namespace"]
-    return json_of(core.create_namespaced_pod(namespace, body, _preload_content=False))  # type: ignore[arg-type]
+    return create_pod(
+        api,
+        namespace,
+        name,
+        labels,
+        scheduler_name=scheduler_name,
+        gates=gates,
+        node_selector={"e2e-run": run_id},
+        annotations={"redis-placer.io/shard-size": str(shard_size)},
+        dry_run=dry_run,
+    )
 
 
 def pods(api: ApiClient, namespace: str) -> dict[str, Doc]:
@@ -191,12 +178,7 @@ def gates(pod: Doc) -> list[str]:
 
 def dry_run_gates(api: ApiClient, namespace: str, labels: Mapping[str, str]) -> list[str]:
     """The gates admission would give a new pod with these labels (a dry run: nothing made)."""
-    probe: Any = pod_body(namespace, "admission-probe", labels, "probe")
-    core = CoreV1Api(api)
-    made = json_of(
-        core.create_namespaced_pod(namespace, probe, dry_run="All", _preload_content=False)
-    )
-    return gates(made)
+    return gates(redis_pod(api, namespace, "admission-probe", labels, "probe", dry_run=True))
 
 
 def events(api: ApiClient, namespace: str) -> list[Doc]:

@@ -33,11 +33,8 @@ def test_the_binder_in_the_image_places_a_shard_and_rebalance_reads_it(
     )
     nodes = install.zone_nodes(api, run_id)
     for i in range(2):
-        install.create(
-            api,
-            install.pod_body(
-                REDIS_NAMESPACE, f"redis-0-{i}", SHARD, run_id, scheduler_name="redis-placer"
-            ),
+        install.redis_pod(
+            api, REDIS_NAMESPACE, f"redis-0-{i}", SHARD, run_id, scheduler_name="redis-placer"
         )
 
     binder = install.container_of(docs, "Deployment")

@@ -60,7 +60,7 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
     # Installed: the binder places shard 0; the pods run.
     with binder_running(plane.api_client(), policy, REDIS_NAMESPACE):
         for i in range(2):
-            install.create(api, install.pod_body(REDIS_NAMESPACE, f"s0-{i}", shard(0), run_id))
+            install.redis_pod(api, REDIS_NAMESPACE, f"s0-{i}", shard(0), run_id)
         install.wait_for(
             lambda: all(
                 p["spec"].get("nodeName") for p in install.pods(api, REDIS_NAMESPACE).values()
@@ -74,11 +74,8 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
 
     # The binder is down: new pods are gated at creation and wait.
     for i in range(2):
-        install.create(api, install.pod_body(REDIS_NAMESPACE, f"s1-{i}", shard(1), run_id))
-    install.create(
-        api,
-        install.pod_body(REDIS_NAMESPACE, "s2-0", shard(2), run_id, gates=[OTHER_GATE]),
-    )
+        install.redis_pod(api, REDIS_NAMESPACE, f"s1-{i}", shard(1), run_id)
+    install.redis_pod(api, REDIS_NAMESPACE, "s2-0", shard(2), run_id, gates=[OTHER_GATE])
     time.sleep(3)  # kube-scheduler runs, and still leaves them
     waiting = install.pods(api, REDIS_NAMESPACE)
     assert install.gates(waiting["s1-0"]) == [PLACEMENT_GATE]
@@ -127,7 +124,7 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", docs=docs
     )
     assert deleted.returncode == 0, deleted.stderr
-    install.create(api, install.pod_body(REDIS_NAMESPACE, "s3-0", shard(3), run_id))
+    install.redis_pod(api, REDIS_NAMESPACE, "s3-0", shard(3), run_id)
 
     def settled() -> bool:
         now = install.pods(api, REDIS_NAMESPACE)
