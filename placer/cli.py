@@ -1,6 +1,7 @@
 """The ``redis-placer`` command line: one group, each command in the module of its use.
 
-``plan``, ``audit``, ``demo``, ``policy``, ``drill``, ``headroom`` and ``pdbs`` (on demand) live in
+``plan``, ``audit``, ``demo``, ``policy``, ``drill``, ``headroom``, ``pdbs`` and ``release-gates``
+(on demand) live in
 ``placer/commands/``, ``binder`` in
 ``placer/binder/`` and ``rebalance`` in ``placer/rebalance/``. A command's module is imported
 only when the command is named (or listed), so ``--help`` of one never loads the others.
@@ -24,6 +25,7 @@ COMMANDS = {
     "drill": "placer.commands.drill",
     "headroom": "placer.commands.headroom",
     "pdbs": "placer.commands.pdbs",
+    "release-gates": "placer.commands.release_gates",
     "binder": "placer.binder.command",
     "rebalance": "placer.rebalance.command",
 }

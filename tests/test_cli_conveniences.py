@@ -113,7 +113,7 @@ def test_shell_completion_is_served() -> None:
             "COMP_CWORD": "1",
         },
     )
-    assert words.stdout.split() == ["plain,rebalance"]
+    assert words.stdout.split() == ["plain,rebalance", "plain,release-gates"]
 
 
 def test_progress_lines_go_to_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +50,22 @@ def main() -> tuple[Doc, ...]:
 
 
 @functools.cache
-def with_component(name: str) -> tuple[Doc, ...]:
-    """deploy/ with one of deploy/components/, as a user's overlay includes it."""
-    overlay = Path(tempfile.mkdtemp(prefix="overlay-"))
-    (overlay / "kustomization.yaml").write_text(
+def overlay(base: str, *components: str) -> tuple[Doc, ...]:
+    """deploy/<base> with components of deploy/components/ on top, as a user's overlay."""
+    where = Path(tempfile.mkdtemp(prefix="overlay-"))
+    (where / "kustomization.yaml").write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY, overlay)],
-                "components": [os.path.relpath(DEPLOY / "components" / name, overlay)],
+                "resources": [os.path.relpath(DEPLOY / base, where)],
+                "components": [
+                    os.path.relpath(DEPLOY / "components" / c, where) for c in components
+                ],
             }
         )
     )
-    return render(str(overlay))
+    return render(str(where))
 
 
 def one(docs: tuple[Doc, ...], kind: str, name: str | None = None) -> Doc:
@@ -122,12 +125,16 @@ def test_main_kinds() -> None:
             ("ServiceAccount", "redis-placer-binder"),
             ("ServiceAccount", "redis-placer-rebalance"),
             ("ClusterRole", "redis-placer-binder"),
+            ("ClusterRole", "redis-placer-binder-redis"),
             ("ClusterRole", "redis-placer-rebalance"),
+            ("ClusterRole", "redis-placer-rebalance-redis"),
             ("ClusterRoleBinding", "redis-placer-binder"),
             ("ClusterRoleBinding", "redis-placer-rebalance"),
             ("Role", "redis-placer-binder-leader"),
             ("Role", "redis-placer-rebalance-report"),
+            ("RoleBinding", "redis-placer-binder"),
             ("RoleBinding", "redis-placer-binder-leader"),
+            ("RoleBinding", "redis-placer-rebalance"),
             ("RoleBinding", "redis-placer-rebalance-report"),
             ("ConfigMap", "redis-placer-policy"),
             ("Deployment", "redis-placer-binder"),
@@ -138,7 +145,9 @@ def test_main_kinds() -> None:
     )
     for doc in main():
         if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
-            assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]["name"]
+            # only the RoleBindings that let the workloads write pods where Redis runs are elsewhere
+            elsewhere = doc["kind"] == "RoleBinding" and doc["roleRef"]["name"].endswith("-redis")
+            assert (doc["metadata"]["namespace"] != NAMESPACE) is elsewhere, doc["metadata"]["name"]
 
 
 # Scheduling gates, and the pod-scheduling changes a gated pod accepts, are GA from 1.30.
@@ -344,11 +353,58 @@ def test_rebalance_is_included_from_the_main_kustomization() -> None:
 
 # -- RBAC against the adapter's table --------------------------------------------------------
 
+COMPONENTS = DEPLOY / "components"
+OPT_IN_ALL = "all-namespaces"
+POD_READS = {"get", "list", "watch"}
 
-def granted(docs: tuple[Doc, ...], account: str) -> dict[str, set[Permission]]:
-    """What ``account`` may do, cluster-wide and in its own namespace, per the rendered RBAC."""
+
+def _configurations() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Every way deploy/ is meant to be rendered, by a readable id: the install, each profile,
+    the install with each of deploy/components/ (bind-mode after gate-mode, as it requires;
+    redis-namespaces and all-namespaces on deploy/base, which has neither), and a profile with
+    the cluster-wide opt-in."""
+    found: dict[str, tuple[str, tuple[str, ...]]] = {".": (".", ())}
+    for path in sorted((DEPLOY / "profiles").iterdir()):
+        found[f"profiles/{path.name}"] = (f"profiles/{path.name}", ())
+    for path in sorted(p for p in COMPONENTS.iterdir() if p.is_dir()):
+        if path.name == "bind-mode":
+            found[path.name] = (".", ("gate-mode", "bind-mode"))
+        elif path.name in ("redis-namespaces", OPT_IN_ALL):
+            found[path.name] = ("base", (path.name,))
+        else:
+            found[path.name] = (".", (path.name,))
+    found[f"profiles/bitnami+{OPT_IN_ALL}"] = ("profiles/bitnami", (OPT_IN_ALL,))
+    return found
+
+
+CONFIGURATIONS = _configurations()
+
+
+def rendered(config: str) -> tuple[Doc, ...]:
+    base, components = CONFIGURATIONS[config]
+    return overlay(base, *components) if components else render(base)
+
+
+def binder_args(docs: tuple[Doc, ...]) -> list[str]:
+    (container,) = pod_template(one(docs, "Deployment", "redis-placer-binder"))["spec"][
+        "containers"
+    ]
+    return list(container["command"]) + list(container["args"])
+
+
+@dataclass
+class Grants:
+    """What one ServiceAccount may do, per the rendered RBAC: everywhere, in redis-placer's own
+    namespace, and in each other namespace (those that hold Redis)."""
+
+    cluster: set[Permission] = field(default_factory=set)
+    own: set[Permission] = field(default_factory=set)
+    redis: dict[str, set[Permission]] = field(default_factory=dict)
+
+
+def granted(docs: tuple[Doc, ...], account: str) -> Grants:
     roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs}
-    scopes: dict[str, set[Permission]] = {"cluster": set(), "namespace": set()}
+    grants = Grants()
     for binding in docs:
         if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
             continue
@@ -359,38 +415,112 @@ def granted(docs: tuple[Doc, ...], account: str) -> dict[str, set[Permission]]:
         ):
             continue
         ref = binding["roleRef"]
-        namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
-        role = roles[(ref["kind"], namespace, ref["name"])]
-        if binding["kind"] == "RoleBinding":
-            assert binding["metadata"]["namespace"] == NAMESPACE
-        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else "namespace"
+        where = binding["metadata"].get("namespace")
+        role = roles[(ref["kind"], where if ref["kind"] == "Role" else None, ref["name"])]
+        if binding["kind"] == "ClusterRoleBinding":
+            into = grants.cluster
+        elif where == NAMESPACE:
+            into = grants.own
+        else:
+            into = grants.redis.setdefault(where, set())
         for rule in role["rules"]:
-            assert "resourceNames" not in rule or scope == "namespace"
+            assert "resourceNames" not in rule or into is not grants.cluster
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     for verb in rule["verbs"]:
                         assert "*" not in (group, resource, verb), "no wildcards in RBAC"
-                        scopes[scope].add(Permission(group, resource, verb))
-    return scopes
+                        into.add(Permission(group, resource, verb))
+    return grants
+
+
+def gated_namespaces(docs: tuple[Doc, ...]) -> set[str] | None:
+    """The namespaces a MutatingAdmissionPolicyBinding gates pods in; None for all of them."""
+    binding = one(docs, "MutatingAdmissionPolicyBinding")
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]
+    if selector == {}:
+        return None
+    (expression,) = selector["matchExpressions"]
+    assert expression["key"] == "kubernetes.io/metadata.name"
+    assert expression["operator"] == "In" and set(selector) == {"matchExpressions"}
+    return set(expression["values"])
+
+
+def test_every_component_and_profile_is_rendered() -> None:
+    used = {c for _, components in CONFIGURATIONS.values() for c in components}
+    assert used == {p.name for p in COMPONENTS.iterdir() if p.is_dir()}
+    profiles = {base for base, _ in CONFIGURATIONS.values() if base.startswith("profiles/")}
+    assert profiles == {f"profiles/{p.name}" for p in (DEPLOY / "profiles").iterdir()}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGURATIONS))
+@pytest.mark.parametrize("component", sorted(COMPONENT_CALLS))
+def test_no_grant_is_wider_or_narrower_than_the_code_calls(component: str, config: str) -> None:
+    """For each workload of each rendering: cluster-wide, in its own namespace and in every
+    Redis namespace, the grants are exactly what its calls (and its flags' calls) need."""
+    docs = rendered(config)
+    args = binder_args(docs) if component == "binder" else []
+    flags = tuple(a for a in args if (component, a) in FLAG_CALLS)
+    need = permissions_for(component, flags)
+    have = granted(docs, COMPONENT_ACCOUNTS[component])
+    assert have.own == need["namespace"]
+    if OPT_IN_ALL in CONFIGURATIONS[config][1]:
+        assert have.cluster == need["cluster"] | need["redis"]
+        return
+    assert have.cluster == need["cluster"], (
+        f"missing {need['cluster'] - have.cluster}, not needed {have.cluster - need['cluster']}"
+    )
+    assert have.redis, "no namespace that holds Redis is listed"
+    for namespace, permissions in have.redis.items():
+        assert permissions == need["redis"], namespace
+
+
+@pytest.mark.parametrize("config", sorted(c for c in CONFIGURATIONS if c.startswith("profiles/")))
+def test_pods_are_gated_only_where_the_binder_may_lift_the_gate(config: str) -> None:
+    """A profile's admission policy (the other renderings have none) gates pods only in the
+    namespaces where the binder may lift the gate."""
+    docs = rendered(config)
+    gated = gated_namespaces(docs)
+    if OPT_IN_ALL in CONFIGURATIONS[config][1]:
+        assert gated is None
+    else:
+        assert gated == set(granted(docs, COMPONENT_ACCOUNTS["binder"]).redis)
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENT_CALLS))
-def test_rbac_grants_exactly_what_the_adapter_uses(component: str) -> None:
-    have = granted(main(), COMPONENT_ACCOUNTS[component])
-    need = permissions_for(component)
-    assert need["cluster"] - have["cluster"] == set(), "missing cluster-wide grants"
-    assert need["namespace"] - (have["namespace"] | have["cluster"]) == set(), "missing grants"
-    assert have["cluster"] - need["cluster"] == set(), "cluster-wide grants nobody uses"
-    assert have["namespace"] - need["namespace"] == set(), "namespace grants nobody uses"
+def test_no_workload_writes_pods_cluster_wide(component: str) -> None:
+    """The table itself: outside the Redis namespaces a workload reads pods and binds them
+    (the binder, as a scheduler), and never patches, deletes or evicts one."""
+    flags = tuple(f for c, f in FLAG_CALLS if c == component)
+    cluster = permissions_for(component, flags)["cluster"]
+    writes = {
+        p
+        for p in cluster
+        if p.group == ""
+        and p.resource.split("/")[0] == "pods"
+        and p.verb not in POD_READS
+        and p != Permission("", "pods/binding", "create")
+    }
+    assert writes == set()
+    assert Permission("", "pods/binding", "create") in permissions_for("binder")["cluster"]
 
 
 def test_binder_cannot_evict_and_rebalance_cannot_bind() -> None:
-    binder = granted(main(), COMPONENT_ACCOUNTS["binder"])["cluster"]
-    rebalance = granted(main(), COMPONENT_ACCOUNTS["rebalance"])["cluster"]
-    assert Permission("", "pods/eviction", "create") not in binder
-    assert Permission("", "pods/binding", "create") not in rebalance
-    for perms in (binder, rebalance):
-        assert not {p for p in perms if p.verb in ("delete", "deletecollection", "update")}
+    binder = granted(main(), COMPONENT_ACCOUNTS["binder"])
+    rebalance = granted(main(), COMPONENT_ACCOUNTS["rebalance"])
+    for scope in (binder.cluster, *binder.redis.values()):
+        assert Permission("", "pods/eviction", "create") not in scope
+    for scope in (rebalance.cluster, *rebalance.redis.values()):
+        assert Permission("", "pods/binding", "create") not in scope
+    for grants in (binder, rebalance):
+        for scope in (grants.cluster, *grants.redis.values()):
+            assert not {p for p in scope if p.verb in ("delete", "deletecollection", "update")}
+
+
+def test_the_shipped_redis_namespace_is_the_examples() -> None:
+    """deploy/ with deploy/examples/* works as shipped: the example Redis is where it may write."""
+    example = one(render("examples/bind"), "Namespace")["metadata"]["name"]
+    for component in COMPONENT_CALLS:
+        assert set(granted(main(), COMPONENT_ACCOUNTS[component]).redis) == {example}
 
 
 # -- examples --------------------------------------------------------------------------------
@@ -438,15 +568,17 @@ def test_example_redis_cluster(variant: str) -> None:
 
 @pytest.mark.parametrize(("component", "flag"), sorted(FLAG_CALLS))
 def test_a_flags_component_adds_it_and_exactly_its_grants(component: str, flag: str) -> None:
-    docs = with_component(flag.removeprefix("--"))
+    docs = overlay(".", flag.removeprefix("--"))
     account = COMPONENT_ACCOUNTS[component]
     have = granted(docs, account)
     need = permissions_for(component, (flag,))
-    assert have["cluster"] == need["cluster"]
-    assert have["namespace"] - need["namespace"] == set()
+    assert have.cluster == need["cluster"]
+    assert all(permissions == need["redis"] for permissions in have.redis.values())
     # Without the component none of the flag's grants is there.
-    extra = permissions_for(component, (flag,))["cluster"] - permissions_for(component)["cluster"]
-    assert extra and not extra & granted(main(), account)["cluster"]
+    plain = permissions_for(component)
+    extra = (need["cluster"] - plain["cluster"]) | (need["redis"] - plain["redis"])
+    without = granted(main(), account)
+    assert extra and not extra & (without.cluster | set().union(*without.redis.values()))
     (c,) = pod_template(one(docs, "Deployment", "redis-placer-binder"))["spec"]["containers"]
     assert (
         c["args"][-1] == flag

@@ -4,10 +4,7 @@ MutatingAdmissionPolicy that gates the deployment's pods, all following models.i
 The CEL expressions are read here, not evaluated: the e2e tests run them on a real API server.
 """
 
-import functools
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +17,15 @@ from models.identity.profiles import PROFILES
 from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE
 from placer.inputs.files import read_policy
-from placer.kube.adapter import permissions_for
 from tests.test_deploy import (
-    COMPONENT_ACCOUNTS,
     DEPLOY,
     NAMESPACE,
     POLICY_PATH,
     Doc,
-    granted,
+    binder_args,
     main,
     one,
+    overlay,
     pod_template,
     render,
     restricted_violations,
@@ -50,32 +46,6 @@ def profile(name: str) -> tuple[Doc, ...]:
     return render(f"profiles/{name}")
 
 
-@functools.cache
-def overlay(base: str, *components: str) -> tuple[Doc, ...]:
-    """deploy/<base> with components of deploy/components/ on top, as a user's overlay."""
-    where = Path(tempfile.mkdtemp(prefix="overlay-"))
-    (where / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY / base, where)],
-                "components": [
-                    os.path.relpath(DEPLOY / "components" / c, where) for c in components
-                ],
-            }
-        )
-    )
-    return render(str(where))
-
-
-def binder_args(docs: tuple[Doc, ...]) -> list[str]:
-    (container,) = pod_template(one(docs, "Deployment", "redis-placer-binder"))["spec"][
-        "containers"
-    ]
-    return list(container["command"]) + list(container["args"])
-
-
 def expression(docs: tuple[Doc, ...]) -> str:
     (mutation,) = one(docs, MAP)["spec"]["mutations"]
     assert mutation["patchType"] == "ApplyConfiguration"
@@ -87,11 +57,16 @@ def profile_policy(name: str) -> Policy:
     return Policy.model_validate({"identity": {"profile": name}})
 
 
-def gate_args(mode: str) -> list[str]:
+def gate_args(mode: str, *flags: str) -> list[str]:
     return [
         "redis-placer", "binder", "--enforce", mode, "--leader-elect",
-        "-p", POLICY_PATH, "--metrics-port", "9090",
+        "-p", POLICY_PATH, "--metrics-port", "9090", *flags,
     ]  # fmt: skip
+
+
+PROFILE_FLAGS = ("--manage-pdbs",)
+"""What every profile adds to deploy/'s binder: a budget per shard, so a drain takes one member of
+a shard at a time (deploy/components/manage-pdbs)."""
 
 
 # -- one directory per profile ---------------------------------------------------------------
@@ -127,8 +102,10 @@ def test_profile_renders_and_validates_strictly(name: str, version: str) -> None
 @pytest.mark.parametrize("name", NAMES)
 def test_profile_is_the_install_plus_the_admission_policy(name: str) -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in profile(name))
+    pdbs = [(d["kind"], d["metadata"]["name"]) for d in render("components/manage-pdbs")]
     expected = sorted(
         [(d["kind"], d["metadata"]["name"]) for d in main()]
+        + pdbs
         + [(MAP, f"redis-placer-{name}"), (BINDING, f"redis-placer-{name}")]
     )
     assert kinds == expected
@@ -138,11 +115,8 @@ def test_profile_is_the_install_plus_the_admission_policy(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_profile_keeps_the_binders_grants_and_pod_security(name: str) -> None:
-    have = granted(profile(name), COMPONENT_ACCOUNTS["binder"])
-    need = permissions_for("binder")
-    assert have["cluster"] == need["cluster"]  # gate mode's get + patch of pods included
-    assert have["namespace"] - need["namespace"] == set()
+def test_profile_keeps_pod_security(name: str) -> None:
+    """Its grants are checked with every other rendering's (tests/test_deploy.py)."""
     spec = pod_template(one(profile(name), "Deployment", "redis-placer-binder"))["spec"]
     assert restricted_violations(spec) == []
 
@@ -153,7 +127,7 @@ def test_profile_keeps_the_binders_grants_and_pod_security(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_profile_binder_runs_in_gate_mode(name: str) -> None:
     assert binder_args(main()) == gate_args("bind")  # deploy/ itself is unchanged
-    assert binder_args(profile(name)) == gate_args("gate")
+    assert binder_args(profile(name)) == gate_args("gate", *PROFILE_FLAGS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -194,7 +168,8 @@ def test_admission_policy_gates_the_profiles_pods_at_creation(name: str) -> None
     assert spec["reinvocationPolicy"] in ("Never", "IfNeeded")
     assert GATES_IN_CEL.findall(expression(docs)) == [PLACEMENT_GATE]
     assert not SCHEDULER_IN_CEL.search(expression(docs))
-    assert binding["spec"]["matchResources"] == {"namespaceSelector": {}}  # every namespace
+    # the namespaces of deploy/components/redis-namespaces (tests/test_deploy.py checks them)
+    assert set(binding["spec"]["matchResources"]) == {"namespaceSelector"}
     assert "paramRef" not in binding["spec"] and "paramKind" not in spec
 
 
@@ -211,7 +186,7 @@ def test_gate_pattern_reads_the_gate_and_nothing_else() -> None:
 def test_bind_mode_component_flips_binder_and_mutation(name: str) -> None:
     gated = profile(name)
     docs = overlay(f"profiles/{name}", "bind-mode")
-    assert binder_args(docs) == gate_args("bind")
+    assert binder_args(docs) == gate_args("bind", *PROFILE_FLAGS)
     cel = expression(docs)
     assert SCHEDULER_IN_CEL.findall(cel) == [profile_policy(name).scheduler_name]
     assert GATES_IN_CEL.findall(cel) == [] and "schedulingGates" not in cel
@@ -244,7 +219,11 @@ def test_kustomization_shows_how_to_use_bind_mode(name: str) -> None:
     directory = PROFILE_DIR / name
     text = (directory / "kustomization.yaml").read_text()
     doc: dict[str, Any] = yaml.safe_load(text)
-    assert doc["components"] == ["../../components/gate-mode"]
+    assert doc["components"] == [
+        "../../components/gate-mode",
+        "../../components/manage-pdbs",
+        "../../components/redis-namespaces",
+    ]
     assert "../../components/bind-mode" in text  # in a comment
     assert (directory / "../../components/bind-mode/kustomization.yaml").resolve().is_file()
     assert f"kubectl apply -k deploy/profiles/{name}" in text

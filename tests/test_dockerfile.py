@@ -47,9 +47,21 @@ def test_hadolint_passes() -> None:
     assert out.returncode == 0, out.stderr
 
 
-def test_multi_stage_on_python_311_slim() -> None:
-    froms = [args for keyword, args in instructions() if keyword == "FROM"]
-    assert froms == ["python:3.11-slim AS builder", "python:3.11-slim"]
+def test_both_stages_on_one_base_python_311_slim_by_default() -> None:
+    steps = instructions()
+    assert steps[0] == ("ARG", "BASE=python:3.11-slim")  # before FROM: both stages see it
+    froms = [args for keyword, args in steps if keyword == "FROM"]
+    assert froms == ["${BASE} AS builder", "${BASE}"]
+
+
+def test_every_pip_install_is_held_to_the_constraints() -> None:
+    run = " ".join(args for keyword, args in instructions() if keyword == "RUN")
+    installs = run.split("pip install")[1:]
+    assert len(installs) == 2  # the dependencies, then the project without them
+    for install in installs:
+        assert "-c constraints.txt" in install.split("&&")[0]
+    assert "--no-deps" in installs[1].split("&&")[0]
+    assert ("COPY", "pyproject.toml constraints.txt ./") in instructions()
 
 
 def test_runtime_is_non_root_with_the_cli_entrypoint() -> None:
@@ -77,6 +89,7 @@ def test_dockerignore_keeps_what_the_build_copies() -> None:
     ]
     copied = [
         "pyproject.toml",
+        "constraints.txt",
         "README.md",
         "models/policy.py",
         "solver/__init__.py",

@@ -35,6 +35,7 @@ from placer.kube.objects import (
     build_event,
     build_eviction,
     build_pin_patch,
+    build_ungate_patch,
     gate_names,
     status_message,
 )
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 EventType = Literal["Normal", "Warning"]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
 DEFAULT_COMPONENT = "redis-placer"
 API_VERSIONS = {
     "Node": "v1",
@@ -83,6 +85,10 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "get_pod": (Permission("", "pods", "get"),),
     "bind_pod": (Permission("", "pods/binding", "create"),),
     "pin_and_ungate": (Permission("", "pods", "get"), Permission("", "pods", "patch")),
+    "remove_gate": (Permission("", "pods", "patch"),),
+    "list_admission_policies": (
+        Permission("admissionregistration.k8s.io", "mutatingadmissionpolicies", "list"),
+    ),
     "record_event": (Permission("", "events", "create"),),
     "evict_pod": (Permission("", "pods/eviction", "create"),),
     "patch_pod_labels": (Permission("", "pods", "patch"),),
@@ -92,6 +98,8 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     ),
     "read_configmap": (Permission("", "configmaps", "get"),),
     "get_secret": (Permission("", "secrets", "get"),),
+    # record_event again, on the run's own pod (rebalance's summary), so in its own namespace.
+    "record_run_event": (Permission("", "events", "create"),),
     "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
     "create_pdb": (Permission("policy", "poddisruptionbudgets", "create"),),
     "delete_pdb": (Permission("policy", "poddisruptionbudgets", "delete"),),
@@ -103,9 +111,15 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     ),
 }
 
-# Which calls each in-cluster workload makes, and whether the grant is cluster-wide or only
-# in the workload's own namespace (a Role rather than the ClusterRole).
-COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
+Scope = Literal["cluster", "namespace", "redis"]
+"""Where a workload needs a grant: ``cluster`` everywhere (a ClusterRoleBinding), ``namespace``
+only in its own namespace (a Role), ``redis`` only in the namespaces that hold Redis (a
+ClusterRole that deploy/components/redis-namespaces binds by a RoleBinding in each of them)."""
+
+# Which calls each in-cluster workload makes, and where. Reads are cluster-wide (every pod on a
+# node counts against its room), and so is the binder's pods/binding, as a scheduler's; what
+# either writes to pods, and the Events on them, only where Redis runs.
+COMPONENT_CALLS: dict[str, dict[str, Scope]] = {
     "binder": {
         "list_nodes": "cluster",
         "list_nodes_with_version": "cluster",
@@ -115,11 +129,11 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
         "watch_pods": "cluster",
         "list_statefulsets": "cluster",  # shard size when pods lack the annotation
         "list_volume_objects": "cluster",  # where a pod's persistent volumes let it run
-        "get_pod": "cluster",
         "bind_pod": "cluster",
-        "pin_and_ungate": "cluster",
-        "patch_pod_labels": "cluster",  # the role the plan chose, before a Binding
-        "record_event": "cluster",
+        "get_pod": "redis",
+        "pin_and_ungate": "redis",
+        "patch_pod_labels": "redis",  # the role the plan chose, before a Binding
+        "record_event": "redis",
         "leader_election": "namespace",
     },
     "rebalance": {
@@ -127,11 +141,12 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
         "list_pods": "cluster",
         "list_statefulsets": "cluster",
         "list_volume_objects": "cluster",
-        "get_pod": "cluster",
-        "evict_pod": "cluster",
-        "patch_pod_labels": "cluster",  # the redis-role label follows a CLUSTER FAILOVER
-        "record_event": "cluster",
-        "get_secret": "cluster",  # the Redis password and TLS material the pods use
+        "get_pod": "redis",
+        "evict_pod": "redis",
+        "patch_pod_labels": "redis",  # the redis-role label follows a CLUSTER FAILOVER
+        "record_event": "redis",
+        "get_secret": "redis",  # the Redis password and TLS material the pods read
+        "record_run_event": "namespace",  # the run's own Event, on its own pod
         "write_configmap": "namespace",  # the rebalance report
         "read_configmap": "namespace",
     },
@@ -140,21 +155,21 @@ COMPONENT_CALLS: dict[str, dict[str, Literal["cluster", "namespace"]]] = {
 
 # Calls a component makes only when a flag turns them on; their grants ship apart, in the
 # kustomize component of the same name (deploy/components/<flag without -->/).
-FLAG_CALLS: dict[tuple[str, str], dict[str, Literal["cluster", "namespace"]]] = {
+FLAG_CALLS: dict[tuple[str, str], dict[str, Scope]] = {
     ("binder", "--manage-pdbs"): {
-        "list_pdbs": "cluster",
-        "create_pdb": "cluster",
-        "delete_pdb": "cluster",
+        "list_pdbs": "cluster",  # a shard another budget covers is left alone
+        "create_pdb": "redis",
+        "delete_pdb": "redis",
     },
     ("binder", "--recreate-refused"): {
-        "delete_pod": "cluster",  # a never-started pod whose pin kube-scheduler refused
+        "delete_pod": "redis",  # a never-started pod whose pin kube-scheduler refused
     },
 }
 
 
-def permissions_for(component: str, flags: tuple[str, ...] = ()) -> dict[str, set[Permission]]:
-    """``{"cluster": {...}, "namespace": {...}}`` grants the component needs (with ``flags``)."""
-    scopes: dict[str, set[Permission]] = {"cluster": set(), "namespace": set()}
+def permissions_for(component: str, flags: tuple[str, ...] = ()) -> dict[Scope, set[Permission]]:
+    """The grants the component needs (with ``flags``), by scope: cluster, namespace, redis."""
+    scopes: dict[Scope, set[Permission]] = {"cluster": set(), "namespace": set(), "redis": set()}
     calls = dict(COMPONENT_CALLS[component])
     for flag in flags:
         calls.update(FLAG_CALLS[(component, flag)])
@@ -314,6 +329,12 @@ class KubeAdapter(Protocol):
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
     ) -> PatchResult: ...
+
+    def remove_gate(
+        self, namespace: str, name: str, gate: str, pod: Mapping[str, Any]
+    ) -> PatchResult: ...
+
+    def list_admission_policies(self) -> list[dict[str, Any]]: ...
 
     def record_event(
         self,
@@ -691,7 +712,7 @@ class KubernetesAdapter:
         method: str,
         path: str,
         path_params: Mapping[str, str],
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | None,
         content_type: str = JSON,
     ) -> RESTResponse:
         """Send ``body`` as JSON through the client's own request path (its auth and token
@@ -753,6 +774,34 @@ class KubernetesAdapter:
             )
         body = build_pin_patch(pod, node, gate, resource_version, labels, annotations)
         return self._merge_patch(namespace, name, body, f"pinned to {node}")
+
+    def remove_gate(
+        self, namespace: str, name: str, gate: str, pod: Mapping[str, Any]
+    ) -> PatchResult:
+        """Lift ``gate`` alone from ``pod`` (as read), leaving its other gates and its spec as they
+        are: CONFLICT if the pod changed since, NOT_GATED if it no longer carries the gate."""
+        if gate not in gate_names(pod):
+            where = f"{namespace}/{name}"
+            return PatchResult(PatchOutcome.NOT_GATED, 0, f"pod {where} has no gate {gate!r}")
+        version = str((pod.get("metadata") or {}).get("resourceVersion", ""))
+        body = build_ungate_patch(pod, gate, version)
+        return self._merge_patch(namespace, name, body, f"gate {gate} removed")
+
+    def list_admission_policies(self) -> list[dict[str, Any]]:
+        """The MutatingAdmissionPolicies (admissionregistration.k8s.io/v1); none where the API
+        server does not serve that version (before Kubernetes 1.36)."""
+        action = "list mutatingadmissionpolicies"
+        try:
+            resp = self._send("GET", ADMISSION_POLICIES, {}, None)
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        items = json_text.loads(resp.read()).get("items") or []
+        api_version = ADMISSION_POLICIES.split("/apis/")[1].rsplit("/", 1)[0]
+        return [_with_kind(item, "MutatingAdmissionPolicy", api_version) for item in items]
 
     def _merge_patch(
         self, namespace: str, name: str, body: dict[str, Any], done: str

@@ -28,6 +28,7 @@ from placer.kube.objects import (
     apply_merge_patch,
     build_event,
     build_pin_patch,
+    build_ungate_patch,
     gate_names,
 )
 
@@ -86,6 +87,7 @@ class FakeKubeAdapter:
         self.evicted: list[Key] = []
         self.deleted: list[Key] = []
         self.binds: list[tuple[Key, str]] = []
+        self.admission_policies: list[dict[str, Any]] = []
         self.log: list[tuple[int, WatchEvent]] = []
         self.node_log: list[tuple[int, WatchEvent]] = []
         self.evict_blocked = evict_blocked
@@ -324,13 +326,31 @@ class FakeKubeAdapter:
             if gate not in gate_names(stored):
                 return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
             patch = build_pin_patch(stored, node, gate, resource_version, labels, annotations)
-            patched = apply_merge_patch(copy.deepcopy(stored), patch)
-            return PatchResult(
-                PatchOutcome.PATCHED,
-                200,
-                f"pinned to {node}",
-                self._update((namespace, name), patched),
-            )
+            return self._patched((namespace, name), patch, f"pinned to {node}")
+
+    def remove_gate(
+        self, namespace: str, name: str, gate: str, pod: Mapping[str, Any]
+    ) -> PatchResult:
+        with self._lock:
+            stored = self.pods.get((namespace, name))
+            if stored is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if gate not in gate_names(pod):
+                return PatchResult(PatchOutcome.NOT_GATED, 0, f"no scheduling gate {gate!r}")
+            version = str(pod["metadata"].get("resourceVersion", ""))
+            if stored["metadata"]["resourceVersion"] != version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
+            patch = build_ungate_patch(stored, gate, version)
+            return self._patched((namespace, name), patch, f"gate {gate} removed")
+
+    def _patched(self, key: Key, patch: Mapping[str, Any], done: str) -> PatchResult:
+        """Apply a merge patch to the stored pod (the caller holds the lock)."""
+        patched = apply_merge_patch(copy.deepcopy(self.pods[key]), dict(patch))
+        return PatchResult(PatchOutcome.PATCHED, 200, done, self._update(key, patched))
+
+    def list_admission_policies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self.admission_policies)
 
     def record_event(
         self,
@@ -372,13 +392,8 @@ class FakeKubeAdapter:
                 return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
             if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
                 return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
-            patched = apply_merge_patch(copy.deepcopy(pod), {"metadata": {"labels": dict(labels)}})
-            return PatchResult(
-                PatchOutcome.PATCHED,
-                200,
-                "labels patched",
-                self._update((namespace, name), patched),
-            )
+            patch = {"metadata": {"labels": dict(labels)}}
+            return self._patched((namespace, name), patch, "labels patched")
 
     def write_configmap(
         self,

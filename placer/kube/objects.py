@@ -93,9 +93,7 @@ def build_pin_patch(
     the plan gave the pod) and ``annotations`` (the binder's record of the decision) ride in
     the same write, so a pin never lands without its role.
     """
-    remaining = [
-        g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != gate
-    ]
+    remaining = gates_without(pod, gate)
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if labels:
         metadata["labels"] = dict(labels)
@@ -113,6 +111,24 @@ def build_pin_patch(
             },
             "schedulingGates": remaining or None,
         },
+    }
+
+
+def gates_without(pod: Mapping[str, Any], gate: str) -> list[dict[str, Any]]:
+    """The pod's scheduling gates but ``gate``, in their order: the others are not ours."""
+    return [
+        dict(g)
+        for g in (pod.get("spec") or {}).get("schedulingGates") or []
+        if g.get("name") != gate
+    ]
+
+
+def build_ungate_patch(pod: Mapping[str, Any], gate: str, resource_version: str) -> dict[str, Any]:
+    """A JSON merge patch that removes ``gate`` alone, only from the pod at ``resource_version``
+    (409 otherwise): the pod keeps every other gate and is left for kube-scheduler to place."""
+    return {
+        "metadata": {"resourceVersion": resource_version},
+        "spec": {"schedulingGates": gates_without(pod, gate) or None},
     }
 
 

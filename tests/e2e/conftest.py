@@ -29,6 +29,22 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 @pytest.fixture(scope="module")
+def fresh_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of this module's own (kube-scheduler too when its binary is there): for
+    what installs deploy/ as it ships (its cluster-wide names, its namespace redis) or reads
+    the whole cluster, so that no other test's objects are in the way, nor these in theirs."""
+    assets = find_assets()
+    if assets is None:
+        pytest.skip(SKIP_REASON)
+    plane = ControlPlane(assets, tmp_path_factory.mktemp("fresh-control-plane"))
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="module")
 def controller_manager(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     """kube-controller-manager (StatefulSets, volume binding) for one test module's tests."""
     if control_plane.controller_manager_binary is None:

@@ -582,8 +582,7 @@ def create_namespace(api: ApiClient, name: str) -> None:
     )
 
 
-def create_pod(
-    api: ApiClient,
+def pod_body(
     namespace: str,
     name: str,
     labels: Mapping[str, str] | None = None,
@@ -591,6 +590,7 @@ def create_pod(
     scheduler_name: str | None = None,
     gates: Sequence[str] = (),
     node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
     cpu: str = "100m",
     memory: str = "128Mi",
     annotations: Mapping[str, str] | None = None,
@@ -612,7 +612,9 @@ def create_pod(
         spec["schedulingGates"] = [{"name": g} for g in gates]
     if node_name:
         spec["nodeName"] = node_name
-    body = {
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -623,8 +625,25 @@ def create_pod(
         },
         "spec": spec,
     }
-    resp = CoreV1Api(api).create_namespaced_pod(namespace, body, _preload_content=False)  # type: ignore[arg-type]
-    return json_of(resp)
+
+
+def create_pod(
+    api: ApiClient,
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    *,
+    dry_run: bool = False,
+    **spec: Any,
+) -> dict[str, Any]:
+    """``pod_body`` made on the server; ``dry_run`` only asks what admission makes of it."""
+    body: Any = pod_body(namespace, name, labels, **spec)
+    core = CoreV1Api(api)
+    if dry_run:
+        return json_of(
+            core.create_namespaced_pod(namespace, body, dry_run="All", _preload_content=False)
+        )
+    return json_of(core.create_namespaced_pod(namespace, body, _preload_content=False))
 
 
 def set_pod_phase(api: ApiClient, namespace: str, name: str, phase: str = "Running") -> None:

@@ -1,24 +1,19 @@
-"""redis-placer installed on the e2e control plane as a user installs it, and run as deployed.
+"""deploy/ installed on a real control plane as a user installs it: rendered by kustomize and
+applied (or deleted) with kubectl, the service accounts' tokens issued by the API server.
 
-``render`` is ``kubectl kustomize deploy/profiles/NAME``; ``for_namespace`` lists the test's
-namespace where the profile lists the namespaces that hold Redis (as a user edits
-deploy/components/redis-namespaces); ``install`` creates every object but the workloads; the
-binder and the CronJob's job then run as processes with the rendered command, arguments and
-environment, authenticated as their own ServiceAccounts (a TokenRequest token), so their RBAC is
-the real authorizer's to judge.
+The binder and the CronJob's job can run as processes with the rendered command, arguments and
+environment (``workload``), authenticated as their own ServiceAccounts, so their RBAC is the
+real authorizer's to judge; ``for_namespace`` gives one test's install a namespace of its own.
 """
 
-from __future__ import annotations
-
 import contextlib
-import copy
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,38 +21,190 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.control_plane import ControlPlane, json_of
+from tests.e2e.control_plane import (
+    ControlPlane,
+    create_namespace,
+    create_node,
+    create_pod,
+    json_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY_MOUNT = "/etc/redis-placer"
-REDIS_NAMESPACE_AS_SHIPPED = "redis"
-_PATHS = {
-    "Namespace": "/api/v1/namespaces",
-    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
-    "Service": "/api/v1/namespaces/{ns}/services",
-    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
-    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
-    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-    "MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
-    "MutatingAdmissionPolicyBinding": (
-        "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"
-    ),
-}
-WORKLOADS = ("Deployment", "CronJob")
+DEPLOY = ROOT / "deploy"
+NAMESPACE = "redis-placer"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+Doc = dict[str, Any]
 
 
-def render(folder: Path) -> list[dict[str, Any]]:
+def kubectl_binary() -> str:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        pytest.skip("kubectl is not installed: deploy/ cannot be rendered")
+        pytest.skip("kubectl is not on PATH: cannot render or apply deploy/")
+    return kubectl
+
+
+def render(path: str) -> list[Doc]:
     out = subprocess.run(
-        [kubectl, "kustomize", str(folder)], check=True, capture_output=True, text=True, timeout=120
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+        [kubectl_binary(), "kustomize", str(DEPLOY / path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def kubectl(
+    plane: ControlPlane, *args: str, docs: Sequence[Doc] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl as the cluster's admin; ``docs`` go to its stdin (``-f -``)."""
+    return subprocess.run(
+        [kubectl_binary(), f"--kubeconfig={plane.kubeconfig}", *args],
+        input=yaml.safe_dump_all(docs) if docs is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def install(plane: ControlPlane, docs: Sequence[Doc]) -> None:
+    """`kubectl apply`, after the namespaces that hold Redis exist (its RoleBindings need them)."""
+    api = plane.api_client()
+    for namespace in sorted(
+        {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"} - {NAMESPACE}
+    ):
+        try:
+            create_namespace(api, namespace)
+        except ApiException as exc:
+            if exc.status != 409:  # a namespace that exists already is what was asked
+                raise
+    applied = kubectl(plane, "apply", "-f", "-", docs=docs)
+    assert applied.returncode == 0, applied.stderr
+
+
+def one(docs: Sequence[Doc], kind: str, name: str | None = None) -> Doc:
+    (found,) = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    return found
+
+
+def container_of(docs: Sequence[Doc], kind: str) -> Doc:
+    workload = one(docs, kind)
+    spec = workload["spec"]
+    template = spec["jobTemplate"]["spec"]["template"] if kind == "CronJob" else spec["template"]
+    (container,) = template["spec"]["containers"]
+    return dict(container)
+
+
+def readable_dir(path: Path, files: Mapping[str, str]) -> Path:
+    """A folder uid 10001 can read, as the kubelet mounts a ConfigMap or a token."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    for name, text in files.items():
+        (path / name).write_text(text)
+        (path / name).chmod(0o644)
+    return path
+
+
+def service_account_dir(plane: ControlPlane, account: str, into: Path) -> Path:
+    """What the kubelet projects into a pod: a token the API server issued for ``account``,
+    the cluster's CA and the namespace."""
+    assert plane.pki is not None
+    response = CoreV1Api(plane.api_client()).create_namespaced_service_account_token(
+        account,
+        NAMESPACE,
+        {"spec": {"expirationSeconds": 3600}},  # type: ignore[arg-type]
+        _preload_content=False,
+    )
+    token = json_of(response)["status"]["token"]
+    return readable_dir(
+        into,
+        {"token": token, "ca.crt": plane.pki.ca_cert.read_text(), "namespace": NAMESPACE},
+    )
+
+
+def in_cluster_env(plane: ControlPlane, pod_name: str) -> dict[str, str]:
+    """What a pod's environment says about the API server and itself (downward API)."""
+    return {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(plane.api_port),
+        "POD_NAME": pod_name,
+        "POD_NAMESPACE": NAMESPACE,
+    }
+
+
+def zone_nodes(api: ApiClient, run_id: str, count: int = 3) -> list[str]:
+    names = []
+    for i in range(count):
+        zone = "abc"[i % 3]
+        name = f"n-{run_id}-{i}"
+        labels = {"topology.kubernetes.io/zone": f"zone-{zone}", "rack": f"rack-{zone}"}
+        create_node(api, name, {**labels, "e2e-run": run_id}, cpu="4", memory="8Gi")
+        names.append(name)
+    return names
+
+
+def redis_pod(
+    api: ApiClient,
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    run_id: str,
+    *,
+    scheduler_name: str | None = None,
+    gates: Sequence[str] = (),
+    shard_size: int = 2,
+    dry_run: bool = False,
+) -> Doc:
+    """A Redis pod as a StatefulSet makes it, kept on this test's nodes by a nodeSelector."""
+    return create_pod(
+        api,
+        namespace,
+        name,
+        labels,
+        scheduler_name=scheduler_name,
+        gates=gates,
+        node_selector={"e2e-run": run_id},
+        annotations={"redis-placer.io/shard-size": str(shard_size)},
+        dry_run=dry_run,
+    )
+
+
+def pods(api: ApiClient, namespace: str) -> dict[str, Doc]:
+    listed = json_of(CoreV1Api(api).list_namespaced_pod(namespace, _preload_content=False))
+    return {p["metadata"]["name"]: p for p in listed.get("items") or []}
+
+
+def wait_for(check: Any, what: str, timeout: float, interval: float = 0.3) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    pytest.fail(f"{what}: not within {timeout:.0f}s")
+
+
+def gates(pod: Doc) -> list[str]:
+    return [g["name"] for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+
+
+def dry_run_gates(api: ApiClient, namespace: str, labels: Mapping[str, str]) -> list[str]:
+    """The gates admission would give a new pod with these labels (a dry run: nothing made)."""
+    return gates(redis_pod(api, namespace, "admission-probe", labels, "probe", dry_run=True))
+
+
+def events(api: ApiClient, namespace: str) -> list[Doc]:
+    listed = json_of(CoreV1Api(api).list_namespaced_event(namespace, _preload_content=False))
+    return list(listed.get("items") or [])
+
+
+# -- one test's install, and its workloads run as processes ------------------------------
+
+POLICY_MOUNT = "/etc/redis-placer"
+REDIS_NAMESPACE_AS_SHIPPED = "redis"
 
 
 def placer_namespace(namespace: str) -> str:
@@ -99,62 +246,13 @@ def for_namespace(objects: list[dict[str, Any]], namespace: str) -> list[dict[st
     return out
 
 
-def api_call(api: ApiClient, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    serialized = api.param_serialize(
-        method,
-        path,
-        header_params={"Content-Type": "application/json", "Accept": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*serialized[:4])
-    response.read()
-    return response.status, json.loads(response.data or b"{}")
-
-
-def install(api: ApiClient, objects: list[dict[str, Any]]) -> None:
-    """Every object but the workloads (they run as processes here), created or replaced."""
-    order = list(_PATHS)
-    for obj in sorted(
-        (o for o in objects if o["kind"] not in WORKLOADS),
-        key=lambda o: order.index(o["kind"]) if o["kind"] in order else len(order),
-    ):
-        if obj["kind"] not in _PATHS:
-            raise AssertionError(f"install: no path known for kind {obj['kind']}")
-        path = _PATHS[obj["kind"]].format(ns=obj["metadata"].get("namespace", ""))
-        status, body = api_call(api, "POST", path, obj)
-        if status == 409 and obj["kind"] != "Namespace":
-            named = f"{path}/{obj['metadata']['name']}"
-            _, current = api_call(api, "GET", named)
-            obj = copy.deepcopy(obj)
-            obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            status, body = api_call(api, "PUT", named, obj)
-        if status >= 300 and status != 409:
-            raise AssertionError(f"install {obj['kind']} {obj['metadata']['name']}: {body}")
-
-
-def uninstall(api: ApiClient, objects: list[dict[str, Any]]) -> None:
-    """The admission policy first (pods are no longer gated), then everything else."""
-    first = [o for o in objects if o["kind"].startswith("MutatingAdmissionPolicy")]
-    rest = [o for o in objects if o not in first and o["kind"] in _PATHS]
-    for obj in [*first, *rest]:
-        path = _PATHS[obj["kind"]].format(ns=obj["metadata"].get("namespace", ""))
-        status, body = api_call(api, "DELETE", f"{path}/{obj['metadata']['name']}")
-        if status >= 300 and status != 404:
-            raise AssertionError(f"uninstall {obj['kind']} {obj['metadata']['name']}: {body}")
-
-
-def container(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    """The one container of the rendered Deployment (the binder) or CronJob."""
-    (obj,) = [o for o in objects if o["kind"] == kind]
-    spec = (
-        obj["spec"]["template"]["spec"]
-        if kind == "Deployment"
-        else obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    )
-    (found,) = spec["containers"]
-    result: dict[str, Any] = found
-    return result
+def uninstall(plane: ControlPlane, docs: Sequence[Doc]) -> None:
+    """The admission policy first (new pods are no longer gated), then everything else."""
+    first = [d for d in docs if d["kind"].startswith("MutatingAdmissionPolicy")]
+    rest = [d for d in docs if d not in first]
+    for group in (first, rest):
+        done = kubectl(plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", docs=group)
+        assert done.returncode == 0, done.stderr
 
 
 def policy_text(objects: list[dict[str, Any]]) -> str:
@@ -256,21 +354,9 @@ def workload(
 
 
 def wait_for_gating(api: ApiClient, namespace: str, labels: Mapping[str, str], gate: str) -> None:
-    """A new admission policy takes effect once the API server loads it: dry-run creates
-    probe it."""
-    probe = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "gate-probe", "namespace": namespace, "labels": dict(labels)},
-        "spec": {"containers": [{"name": "c", "image": "redis:7"}]},
-    }
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status, made = api_call(
-            api, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe
-        )
-        gates = [g["name"] for g in (made.get("spec") or {}).get("schedulingGates") or []]
-        if status < 300 and gate in gates:
-            return
-        time.sleep(0.5)
-    pytest.fail("the profile's MutatingAdmissionPolicy never gated a pod")
+    """A new admission policy takes effect once the API server loads it."""
+    wait_for(
+        lambda: gate in dry_run_gates(api, namespace, labels),
+        "the profile's MutatingAdmissionPolicy to gate a new pod",
+        30,
+    )

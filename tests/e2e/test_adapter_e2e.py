@@ -421,7 +421,9 @@ def test_leader_election_on_a_real_lease(kube_api: ApiClient, namespace: str) ->
 # -- the deploy/ RBAC, enforced by a real authorizer -----------------------------------------
 
 
-def _apply_rbac(kube_api: ApiClient) -> None:
+def _apply_rbac(kube_api: ApiClient, redis_namespace: str) -> None:
+    """deploy/'s RBAC, with ``redis_namespace`` listed as the namespace that holds Redis (as a
+    user lists theirs in deploy/components/redis-namespaces)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not on PATH: cannot render deploy/")
@@ -432,9 +434,11 @@ def _apply_rbac(kube_api: ApiClient) -> None:
     create: dict[str, Callable[..., Any]] = {
         "ClusterRole": rbac.create_cluster_role,
         "ClusterRoleBinding": rbac.create_cluster_role_binding,
-        "Role": lambda body, **kw: rbac.create_namespaced_role("redis-placer", body, **kw),
+        "Role": lambda body, **kw: rbac.create_namespaced_role(
+            body["metadata"]["namespace"], body, **kw
+        ),
         "RoleBinding": lambda body, **kw: rbac.create_namespaced_role_binding(
-            "redis-placer", body, **kw
+            body["metadata"]["namespace"], body, **kw
         ),
     }
     try:
@@ -443,12 +447,15 @@ def _apply_rbac(kube_api: ApiClient) -> None:
         if exc.status != 409:
             raise
     for doc in yaml.safe_load_all(rendered):
-        if doc and doc["kind"] in create:
-            try:
-                create[doc["kind"]](doc, _preload_content=False)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+        if not doc or doc["kind"] not in create:
+            continue
+        if doc["kind"] == "RoleBinding" and doc["metadata"]["namespace"] != "redis-placer":
+            doc["metadata"]["namespace"] = redis_namespace
+        try:
+            create[doc["kind"]](doc, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
 
 def _as(control_plane: ControlPlane, account: str) -> KubernetesAdapter:
@@ -463,10 +470,13 @@ def _as(control_plane: ControlPlane, account: str) -> KubernetesAdapter:
 def test_deploy_rbac_allows_the_binder_exactly_its_calls(
     control_plane: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str
 ) -> None:
-    _apply_rbac(kube_api)
+    _apply_rbac(kube_api, namespace)
     (node,) = nodes_for(kube_api, run_id, 1)
     pod = create_pod(kube_api, namespace, "p", REDIS, scheduler_name="redis-placer")
     gated = create_pod(kube_api, namespace, "g", REDIS, gates=[GATE])
+    elsewhere = f"{namespace}-x"
+    create_namespace(kube_api, elsewhere)
+    outside = create_pod(kube_api, elsewhere, "o", REDIS, gates=[GATE])
     binder = _as(control_plane, "redis-placer-binder")
     assert binder.list_nodes(label_selector=f"e2e-run={run_id}")
     assert binder.list_pods(namespace)
@@ -483,14 +493,25 @@ def test_deploy_rbac_allows_the_binder_exactly_its_calls(
     assert refused.outcome is EvictOutcome.ERROR and refused.status == 403
     with pytest.raises(Exception, match="403"):
         binder.list_pdbs(namespace)  # only with deploy/components/manage-pdbs
+    # Outside the namespaces that hold Redis it reads pods, and writes none.
+    assert binder.list_pods(elsewhere)
+    version = outside["metadata"]["resourceVersion"]
+    refused_pin = binder.pin_and_ungate(elsewhere, "o", node, GATE, version, pod=outside)
+    assert refused_pin.outcome is PatchOutcome.ERROR and refused_pin.status == 403
+    refused_label = binder.patch_pod_labels(elsewhere, "o", {"redis-role": "master"})
+    assert refused_label.status == 403
+    assert not binder.record_event(outside, "Placed", "not here")
 
 
 def test_deploy_rbac_allows_rebalance_exactly_its_calls(
     control_plane: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str
 ) -> None:
-    _apply_rbac(kube_api)
+    _apply_rbac(kube_api, namespace)
     (node,) = nodes_for(kube_api, run_id, 1)
     pod = create_pod(kube_api, namespace, "p", REDIS, node_name=node)
+    elsewhere = f"{namespace}-x"
+    create_namespace(kube_api, elsewhere)
+    outside = create_pod(kube_api, elsewhere, "o", REDIS, node_name=node)
     rebalance = _as(control_plane, "redis-placer-rebalance")
     assert rebalance.list_pods(namespace) and rebalance.list_nodes()
     assert rebalance.patch_pod_labels(namespace, "p", {"redis-role": "master"}).ok
@@ -503,3 +524,8 @@ def test_deploy_rbac_allows_rebalance_exactly_its_calls(
     assert refused.outcome is BindOutcome.ERROR and refused.status == 403
     with pytest.raises(Exception, match="403"):
         rebalance.write_configmap(namespace, "elsewhere", {})  # only its own namespace
+    # Outside the namespaces that hold Redis it reads pods, and evicts or labels none.
+    assert rebalance.list_pods(elsewhere)
+    refused_eviction = rebalance.evict_pod(elsewhere, "o", outside["metadata"]["uid"])
+    assert refused_eviction.outcome is EvictOutcome.ERROR and refused_eviction.status == 403
+    assert rebalance.patch_pod_labels(elsewhere, "o", {"redis-role": "master"}).status == 403

@@ -133,14 +133,12 @@ class Installed:
 def _install(
     plane: ControlPlane, api: ApiClient, profile: str, namespace: str, tmp: Path
 ) -> Installed:
-    objects = install.for_namespace(
-        install.render(install.ROOT / "deploy" / "profiles" / profile), namespace
-    )
-    install.install(api, objects)  # removed by the test when it ends (install.uninstall)
+    objects = install.for_namespace(install.render(f"profiles/{profile}"), namespace)
+    install.install(plane, objects)  # removed by the test when it ends (install.uninstall)
     own = install.placer_namespace(namespace)
     policy_file = tmp / "policy.yaml"
     policy_file.write_text(install.policy_text(objects))
-    binder_spec = install.container(objects, "Deployment")
+    binder_spec = install.container_of(objects, "Deployment")
     args = list(binder_spec["args"])
     if "--metrics-port" in args:  # a port of its own, as a pod has its own network
         args[args.index("--metrics-port") + 1] = str(free_port())
@@ -155,7 +153,7 @@ def _install(
         binder_spec, policy_file, kubeconfig("redis-placer-binder"), "binder-e2e", own
     )
     cronjob = install.workload(
-        install.container(objects, "CronJob"),
+        install.container_of(objects, "CronJob"),
         policy_file,
         kubeconfig("redis-placer-rebalance"),
         "rebalance-e2e",
@@ -167,11 +165,11 @@ def _install(
 
 
 @contextlib.contextmanager
-def _uninstalled_after(api: ApiClient, objects: list[dict[str, Any]]) -> Iterator[None]:
+def _uninstalled_after(plane: ControlPlane, objects: list[dict[str, Any]]) -> Iterator[None]:
     try:
         yield
     finally:
-        install.uninstall(api, objects)
+        install.uninstall(plane, objects)
 
 
 def _run_cronjob(scene: Scene, installed: Installed, what: str) -> dict[str, Any]:
@@ -335,7 +333,7 @@ def test_the_guarantee_is_kept_through_failures(
     installed = _install(controller_manager, kube_api, case.profile, namespace, tmp_path)
     results: dict[str, Any] = {}
     with (
-        _uninstalled_after(kube_api, installed.objects),
+        _uninstalled_after(controller_manager, installed.objects),
         installed.binder.running(tmp_path / "binder.log"),
         _environment(case, kube_api, namespace, tmp_path) as (_, runtime, kubelet),
     ):

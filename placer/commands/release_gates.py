@@ -1,0 +1,196 @@
+"""``redis-placer release-gates``: the last step of an uninstall, so that no Redis pod waits for
+a binder that is gone.
+
+A pod created behind redis-placer's scheduling gate waits until the binder lifts it; without
+the binder it waits for ever. This command lifts that one gate from every managed pod still
+waiting, and leaves everything else as it is: a pod's other gates, its spec, and every pod
+that is bound already (a pod with a node has no gate to lift). kube-scheduler then places the
+released pods. It refuses while a MutatingAdmissionPolicy would still gate new pods, since
+those would be stuck again the moment after: remove the policy first.
+"""
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from models.errors import InputError
+from models.policy import Policy
+from placer.binder.config import PLACEMENT_GATE
+from placer.commands.options import (
+    EXIT_OK,
+    EXIT_VIOLATIONS,
+    context_option,
+    fail,
+    kubeconfig_option,
+)
+from placer.inputs.files import read_policy
+from placer.inputs.live import connect
+from placer.kube.adapter import KubeAdapter, KubeApiError, PatchOutcome
+from placer.kube.objects import gate_names
+
+ATTEMPTS = 3  # a pod that changed under us is read again, at most this often
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+@dataclass
+class Waiting:
+    """The unbound pods that wait for redis-placer, sorted by what can be done for them."""
+
+    gated: list[dict[str, Any]] = field(default_factory=list)
+    """Managed, carrying the gate: released by removing it."""
+    scheduled_by_binder: list[dict[str, Any]] = field(default_factory=list)
+    """Managed, in bind mode (schedulerName is the binder's, which cannot change on a pod)."""
+    gated_unmanaged: list[dict[str, Any]] = field(default_factory=list)
+    """Carrying the gate but not selected by the policy: another policy's pods, left alone."""
+
+
+def waiting_pods(pods: Iterable[Mapping[str, Any]], policy: Policy) -> Waiting:
+    """Sort the pods that wait for redis-placer; bound pods and everyone else's are not listed."""
+    found = Waiting()
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        meta = pod.get("metadata") or {}
+        if spec.get("nodeName") or meta.get("deletionTimestamp"):
+            continue  # bound (running or starting), or going: nothing waits
+        managed = policy.selects(meta.get("labels") or {})
+        if PLACEMENT_GATE in gate_names(pod):
+            (found.gated if managed else found.gated_unmanaged).append(dict(pod))
+        elif managed and spec.get("schedulerName") == policy.scheduler_name:
+            found.scheduled_by_binder.append(dict(pod))
+    for pods_of_a_kind in (found.gated, found.scheduled_by_binder, found.gated_unmanaged):
+        pods_of_a_kind.sort(key=_key)
+    return found
+
+
+def gating_policies(policies: Sequence[Mapping[str, Any]], policy: Policy) -> list[str]:
+    """Names of the MutatingAdmissionPolicies whose mutations add redis-placer's gate, or set
+    the binder's schedulerName (bind mode), to the pods they match."""
+    marks = (f'"{PLACEMENT_GATE}"', f'"{policy.scheduler_name}"')
+    names = []
+    for doc in policies:
+        for mutation in (doc.get("spec") or {}).get("mutations") or []:
+            expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
+            expression += str((mutation.get("jsonPatch") or {}).get("expression", ""))
+            if any(mark in expression for mark in marks):
+                names.append(str((doc.get("metadata") or {}).get("name")))
+                break
+    return sorted(names)
+
+
+def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
+    """Lift the gate from one pod; the pod read again if it changed meanwhile. '' when done,
+    else why not."""
+    meta = pod.get("metadata") or {}
+    namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    current: Mapping[str, Any] | None = pod
+    for _ in range(ATTEMPTS):
+        if current is None:
+            return "gone"
+        if (current.get("spec") or {}).get("nodeName"):
+            return "bound meanwhile"
+        result = adapter.remove_gate(namespace, name, PLACEMENT_GATE, current)
+        if result.outcome in (PatchOutcome.PATCHED, PatchOutcome.NOT_GATED):
+            return ""  # lifted now, or by someone else (the binder) before us
+        if result.outcome is PatchOutcome.GONE:
+            return "gone"
+        if result.outcome is not PatchOutcome.CONFLICT:
+            return f"HTTP {result.status}: {result.message}"
+        current = adapter.get_pod(namespace, name)
+    return f"it kept changing ({ATTEMPTS} tries)"
+
+
+@click.command("release-gates")
+@click.option(
+    "-p",
+    "--policy",
+    "policy_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The policy the binder ran with: its selector says which pods are redis-placer's "
+    "(defaults serve without one; a profile's: deploy/profiles/NAME/policy.yaml).",
+)
+@click.option("--namespace", default=None, help="One namespace only (default: all).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the managed pods waiting for redis-placer (those it would release); change none.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Release even while a MutatingAdmissionPolicy still gates new pods.",
+)
+@context_option
+@kubeconfig_option
+def command(
+    policy_path: str | None,
+    namespace: str | None,
+    dry_run: bool,
+    force: bool,
+    context: str | None,
+    kubeconfig: str | None,
+) -> None:
+    """Lift redis-placer's scheduling gate from the managed pods still waiting for the binder,
+    for kube-scheduler to place them: the last step of an uninstall, after the admission policy
+    and the binder are gone.
+
+    Only the gate redis-placer.io/placement is removed, and only from unbound pods the policy's
+    selector manages; their other gates, and every bound pod, are left as they are. Pods of
+    bind mode (schedulerName of the policy, which a pod cannot change) are listed, to be
+    deleted for their controller to recreate them. Exit 0 when no managed pod is left waiting,
+    1 otherwise.
+    """
+    policy = read_policy(policy_path)
+    adapter = connect(kubeconfig, context)
+    try:
+        still_gating = gating_policies(adapter.list_admission_policies(), policy)
+        pods = adapter.list_pods(namespace=namespace)
+    except KubeApiError as exc:
+        raise InputError(f"cannot read the cluster: {exc}") from None
+    if still_gating:
+        names = ",".join(still_gating)
+        remedy = (
+            f"MutatingAdmissionPolicy {names} still gates new pods, which would wait again: "
+            f"delete it first (kubectl delete mutatingadmissionpolicybinding,"
+            f"mutatingadmissionpolicy {' '.join(still_gating)})"
+        )
+        if dry_run:
+            click.echo(f"note: {remedy}", err=True)
+        elif not force:
+            fail(f"{remedy}, or pass --force")
+    found = waiting_pods(pods, policy)
+    released, left = 0, 0
+    for pod in found.gated:
+        if dry_run:
+            click.echo(f"would release {_key(pod)}")
+            left += 1
+            continue
+        why_not = release(adapter, pod)
+        if why_not in ("", "gone", "bound meanwhile"):
+            released += 1
+            click.echo(f"released {_key(pod)}" + (f" ({why_not})" if why_not else ""))
+        else:
+            left += 1
+            click.echo(f"not released {_key(pod)}: {why_not}")
+    for pod in found.scheduled_by_binder:
+        left += 1
+        ns, name = _key(pod).split("/", 1)
+        click.echo(
+            f"waiting {_key(pod)}: its schedulerName {policy.scheduler_name} (bind mode) cannot "
+            f"change; delete it for its controller to recreate it: kubectl -n {ns} delete pod {name}"
+        )
+    for pod in found.gated_unmanaged:
+        click.echo(
+            f"warning: {_key(pod)} carries {PLACEMENT_GATE} but the policy's selector does not "
+            "select it; left as it is (pass the policy that manages it with -p)",
+            err=True,
+        )
+    click.echo(f"released {released} pod(s); {left} managed pod(s) left waiting")
+    sys.exit(EXIT_VIOLATIONS if left else EXIT_OK)
