@@ -106,7 +106,10 @@ def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
     return f"it kept changing ({ATTEMPTS} tries)"
 
 
-@click.command("release-gates")
+@click.command(
+    "release-gates",
+    short_help="Lift redis-placer's gate from pods still waiting, after an uninstall.",
+)
 @click.option(
     "-p",
     "--policy",
