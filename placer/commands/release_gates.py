@@ -108,7 +108,7 @@ def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
 
 @click.command(
     "release-gates",
-    short_help="Lift redis-placer's gate from pods still waiting, after an uninstall.",
+    short_help="Uninstalling: lift redis-placer's gate from pods still waiting.",
 )
 @click.option(
     "-p",
