@@ -140,8 +140,9 @@ def command(
     context: str | None,
     kubeconfig: str | None,
 ) -> None:
-    """Lift redis-placer's scheduling gate from the managed pods still waiting for the binder,
-    for kube-scheduler to place them: the last step of an uninstall, after the admission policy
+    """Lift redis-placer's scheduling gate from managed pods still waiting for the binder.
+
+    kube-scheduler then places them: the last step of an uninstall, after the admission policy
     and the binder are gone.
 
     Only the gate redis-placer.io/placement is removed, and only from unbound pods the policy's
