@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from models.plan import Violation
 from models.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -72,3 +74,29 @@ def _record(adapter: Any, obj: Mapping[str, Any], reason: str, message: str, kin
         name = obj["metadata"]["name"]
         log.warning("event %s on pod %s not recorded: %s", reason, name, exc)
         return False
+
+
+def run_summary(result: dict[str, Any], remaining_hard: list[Violation]) -> str:
+    """One line for the run's Event: what it did and what it leaves."""
+    done = Counter((a["kind"], a["outcome"]) for a in result.get("actions", []))
+    parts = [
+        f"{done[(kind, 'ok')]} {word}"
+        for kind, word in (
+            ("failover", "failovers"),
+            ("evict", "evictions"),
+            ("relabel", "role labels fixed"),
+        )
+    ]
+    bad = sum(n for (_, outcome), n in done.items() if outcome != "ok")
+    text = "rebalance: " + ", ".join(parts)
+    if bad:
+        text += f", {bad} skipped or failed"
+    if "notApplied" in result:
+        text = f"rebalance: nothing applied: {result['notApplied']}"
+    return text + f"; {len(remaining_hard)} hard violations left"
+
+
+def run_failed(result: dict[str, Any]) -> bool:
+    return "notApplied" in result or any(
+        a["outcome"] == "failed" for a in result.get("actions", [])
+    )

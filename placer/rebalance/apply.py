@@ -1,0 +1,162 @@
+"""``rebalance --apply``: carry out one run's change list through Redis and the API server.
+
+Failovers first (``CLUSTER FAILOVER`` on the chosen replica), then evictions, each under the
+executor's safety rules (placer.rebalance.failover); with ``relabel``, the role labels the
+binder reads follow Redis, in the values the deployment already uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from models.policy import Policy
+from models.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from placer.rebalance.redis_access import Dialer
+    from placer.rebalance.redis_roles import RoleMismatch
+
+__all__ = ["apply_changes", "label_values"]
+
+
+def apply_changes(
+    snapshot: Snapshot,
+    policy: Policy,
+    changes: list[dict[str, str]],
+    *,
+    adapter: Any,
+    dial: Dialer,
+    relabel: bool,
+    role_values: Mapping[str, str],
+    max_failovers: int | None,
+    max_moves: int,
+    failover_timeout: float,
+    label_fixes: Sequence[RoleMismatch] = (),
+) -> dict[str, Any]:
+    """Run the change list; with ``relabel``, first make ``label_fixes`` follow Redis."""
+    from placer.kube.adapter import EvictOutcome as KubeEvict
+    from placer.rebalance.failover import (
+        Action,
+        EvictOutcome,
+        FailoverStep,
+        MoveStep,
+        RebalanceExecutor,
+    )
+    from placer.rebalance.redis_ops import RedisEndpoint
+
+    pods = {m.key: m for m in snapshot.members}
+
+    def endpoint(pod_key: str) -> RedisEndpoint:
+        found = dial(pods[pod_key])
+        if found is None:
+            raise click.ClickException(f"pod {pod_key} has no pod IP: cannot reach its Redis")
+        return found
+
+    failovers = [
+        FailoverStep(
+            cluster=pods[c["from"]].cluster,
+            shard=pods[c["from"]].shard,
+            from_pod=c["from"],
+            to_pod=c["to"],
+            to_endpoint=endpoint(c["to"]),
+            from_endpoint=endpoint(c["from"]),
+        )
+        for c in changes
+        if c["kind"] == "failover"
+    ]
+    moves = [
+        MoveStep(pod=c["pod"], shard_key=c["shard"], node_from=c["from"], node_to=c["to"])
+        for c in changes
+        if c["kind"] == "move"
+    ]
+
+    def evict(pod_key: str) -> EvictOutcome:
+        ns, name = pod_key.split("/", 1)
+        result = adapter.evict_pod(ns, name, pods[pod_key].pod.uid or None)
+        status = {
+            KubeEvict.EVICTED: "evicted",
+            KubeEvict.BLOCKED: "blocked",
+            KubeEvict.GONE: "gone",
+        }.get(result.outcome, "error")
+        return EvictOutcome(status=status, reason=result.message)
+
+    def healthy(shard_key: str) -> int:
+        """Ready, not terminating members of one shard, read from the API for that shard only."""
+        namespace = shard_key.split("/", 1)[0]
+        names = {m.pod.name for m in snapshot.shards.get(shard_key, ())}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
+        count = 0
+        for obj in adapter.list_pods(namespace=namespace, label_selector=selector):
+            if (obj.get("metadata") or {}).get("name") not in names:
+                continue  # the shard's members keep their StatefulSet names when recreated
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (obj.get("status") or {}).get("conditions") or []
+            )
+            if ready and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                count += 1
+        return count
+
+    relabel_fn: Callable[[str, str], None] | None = None
+    if relabel:
+
+        def relabel_fn(pod_key: str, role: str) -> None:
+            ns, name = pod_key.split("/", 1)
+            value = role_values.get(role, role)
+            result = adapter.patch_pod_labels(ns, name, {policy.labels.role: value})
+            if not result.ok:
+                raise RuntimeError(f"{result.outcome.value} ({result.status}): {result.message}")
+
+    executor = RebalanceExecutor(
+        evict=evict,
+        shard_healthy_members=healthy,
+        relabel=relabel_fn,
+        max_failovers=max_failovers,
+        max_moves=max_moves,
+        failover_timeout_s=failover_timeout,
+    )
+    # Labels Redis contradicts, outside any failover pair (those are relabelled after it).
+    fixes: list[Action] = []
+    in_failover = {f.to_pod for f in failovers} | {f.from_pod for f in failovers}
+    for fix in label_fixes:
+        if relabel_fn is None or fix.pod in in_failover:
+            continue
+        try:
+            relabel_fn(fix.pod, fix.redis)
+        except Exception as exc:
+            outcome, reason = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            outcome, reason = "ok", f"label was {fix.label or 'missing'}; Redis says {fix.redis}"
+        fixes.append(
+            Action(
+                kind="relabel",
+                shard=pods[fix.pod].shard_key,
+                target=fix.pod,
+                destination=fix.redis,
+                outcome=outcome,
+                reason=reason,
+            )
+        )
+    report = executor.run(failovers, moves)
+    report.actions[:0] = fixes
+    return json.loads(report.to_json())
+
+
+def label_values(snapshot: Snapshot, policy: Policy) -> dict[str, str]:
+    """The value the role label takes for each role, as the deployment writes it (the OT
+    operator's ``slave``), so a relabelled pod reads like its siblings."""
+    from models.identity.facts import role_of
+
+    key = policy.labels.role
+    seen: dict[str, Counter[str]] = {}
+    for member in snapshot.members:
+        value = member.pod.labels.get(key)
+        role = role_of(value, policy.identity.role_values)
+        if value is not None and role is not None:
+            seen.setdefault(role.value, Counter())[value] += 1
+    return {role: values.most_common(1)[0][0] for role, values in seen.items()}
