@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
@@ -276,15 +275,3 @@ def writing(scene: Scene, seeds: Sequence[str]) -> Iterator[AckedWriter]:
     with AckedWriter(scene.runtime, seeds) as writer:
         scene.writer = writer
         yield writer
-
-
-def shard_members(top: Topology) -> Mapping[str, list[str]]:
-    return top.masters
-
-
-def ping(runtime: RedisPods, ip: str) -> bool:
-    try:
-        with runtime.client(ip, timeout_s=1.0) as c:
-            return bool(c.ping())
-    except (redis.RedisError, OSError):
-        return False

@@ -14,22 +14,21 @@ And what the tests then read of Redis: who is master, where, and whether the clu
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import redis
 
 from tests.e2e.redis_pods import REDIS_PORT, RedisPods
+from tests.redis_harness import wait_until as harness_wait
 from tests.redis_servers import cli_command
 
 CREATE_TIMEOUT_S = 90.0
 
 
 class FormationError(RuntimeError):
-    pass
+    """redis-cli could not form the cluster as the deployment does."""
 
 
 def _cli(pods: RedisPods, *args: str) -> str:
@@ -105,17 +104,8 @@ def _joined(pods: RedisPods, ip: str) -> str | None:
 
 
 def wait_until(check: Callable[[], str | None], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    problem: str | None = "not checked"
-    while time.monotonic() < deadline:
-        try:
-            problem = check()
-        except (redis.RedisError, OSError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-        if problem is None:
-            return
-        time.sleep(0.2)
-    raise FormationError(f"timed out after {timeout_s:g}s waiting for {what}: {problem}")
+    """The harness's wait (tests.redis_harness), polling at a pace the API server is asked at."""
+    harness_wait(check, timeout_s, what, poll_s=0.2)
 
 
 # -- reading the cluster -------------------------------------------------------------------------
@@ -196,13 +186,6 @@ def healthy(pods: RedisPods, ips: Sequence[str], masters: int) -> str | None:
     return None
 
 
-def masters_per_zone(top: Topology, zone_of_ip: Mapping[str, str]) -> dict[str, int]:
-    counts: dict[str, int] = {zone: 0 for zone in sorted(set(zone_of_ip.values()))}
-    for master in top.masters:
-        counts[zone_of_ip[master]] += 1
-    return counts
-
-
 def zone_losses(top: Topology, zone_of_ip: Mapping[str, str]) -> dict[str, list[str]]:
     """For each zone, what losing it would take: ``majority`` when the masters left are not
     more than half, and each shard (by its master's IP) whose every member is in the zone."""
@@ -218,12 +201,3 @@ def zone_losses(top: Topology, zone_of_ip: Mapping[str, str]) -> dict[str, list[
                 lost.append(f"shard of {master}")
         out[zone] = lost
     return out
-
-
-def describe(top: Topology, zone_of_ip: Mapping[str, str]) -> str:
-    per_zone = masters_per_zone(top, zone_of_ip)
-    return "/".join(str(n) for n in per_zone.values()) + f" masters per zone ({top.state})"
-
-
-def as_json(top: Topology) -> dict[str, Any]:
-    return {"masters": top.masters, "failing": sorted(top.failing), "state": top.state}
