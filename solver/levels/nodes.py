@@ -10,6 +10,7 @@ above this level.
 """
 
 import heapq
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +92,9 @@ def _order(a: Arrival, rooms: Rooms) -> tuple[int, int, str]:
     return (a.role is not Role.MASTER, -rooms.kinds[a.kind].requests[MEMORY], a.member.key)
 
 
+CLOCK_EVERY = 256
+"""Arrivals packed between two looks at the clock."""
+
 Entry = tuple[int, int, str, int, int]
 """(has a master already, utilisation after the arrival, node name, version, room index)."""
 Top = tuple[int, int, str]
@@ -148,9 +152,10 @@ class _RackQueue:
 
 
 def pack(
-    use: NodeUse, nodes: list[int], arrivals: list[Arrival]
+    use: NodeUse, nodes: list[int], arrivals: list[Arrival], until: float | None = None
 ) -> tuple[dict[str, int], list[Arrival]]:
     """Place the arrivals on ``nodes``; returns (pod key -> room index, the ones that found none).
+    Past ``until`` (time.monotonic()) the arrivals not yet placed are returned as finding none.
 
     When ``nodes`` span several racks (a zone packed whole, level two skipped), a master goes to
     the rack holding the fewest masters of its Redis cluster, then to that rack's best node: the
@@ -239,7 +244,11 @@ def pack(
             top(heap_for(arrival.kind, True, rack)),
         )
 
-    for arrival in sorted(arrivals, key=lambda a: _order(a, rooms)):
+    ordered = sorted(arrivals, key=lambda a: _order(a, rooms))
+    for n, arrival in enumerate(ordered):
+        if until is not None and n % CLOCK_EVERY == 0 and time.monotonic() > until:
+            failed.extend(ordered[n:])
+            break
         kind = rooms.kinds[arrival.kind]
         master = arrival.role is Role.MASTER
         chosen: NodeRoom | None = None
