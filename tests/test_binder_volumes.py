@@ -53,7 +53,11 @@ def _volumes(pv_nodes: list[int], shards: int) -> list[dict[str, Any]]:
 
 
 def _batch(binder: Binder, now: float = T0) -> Any:
-    binder.step(now=now)
+    """A batch's step: the window's close in bind mode; at once in gate mode, where
+    kube-scheduler holds no pin yet."""
+    first = binder.step(now=now)
+    if first.solve_status is not None:
+        return first
     return binder.step(now=now + 1.5)
 
 

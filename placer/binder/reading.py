@@ -169,6 +169,20 @@ class Reader:
             return self.config.gate in gates
         return pod_spec.get("schedulerName") == self.policy.scheduler_name and not gates
 
+    def pinned_waiting(self) -> int:
+        """Gate mode: pods pinned (gate lifted) that kube-scheduler has not bound yet: work
+        already handed down the pipeline, counted from the cache without a snapshot."""
+        if self.config.enforce != "gate":
+            return 0
+        return sum(
+            1
+            for pod in self.cache.objects()[1]
+            if not spec(pod).get("nodeName")
+            and self.config.gate not in gate_names(pod)
+            and self.managed(pod)
+            and pinned_node(pod) is not None
+        )
+
     def pending_ours(self) -> int:
         """Our pending pods in the cache now, without building a snapshot: at least as many as
         the ready shards hold, so fewer than a batch means no full batch is there."""
