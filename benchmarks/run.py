@@ -111,6 +111,22 @@ CASES = {
         10,
         awkward=True,
     ),
+    "huge": Case(
+        "15,000 nodes, 3 zones x 50 racks, 10% busy / 45,000 pods",
+        15000,
+        15000,
+        0,
+        20,
+        {"racks_per_zone": 50, "busy_fraction": 0.1},
+    ),
+    "huge-uneven": Case(
+        "15,000 nodes, 3 zones x 50 uneven racks, 10% busy / 45,000 pods",
+        15000,
+        15000,
+        0,
+        20,
+        {"racks_per_zone": 50, "rack_sizes": (65, 114), "busy_fraction": 0.1},
+    ),
     "rebalance": Case(
         "rebalance 1,000 nodes / 400 running shards", 1000, 0, 400, 10, mode="rebalance"
     ),
