@@ -26,21 +26,9 @@ from solver.solve import SolveOptions, solve  # noqa: E402
 
 def write_case(name: str, path: str) -> None:
     """The case's generated cluster (seed 7, as benchmarks.run makes it) as a JSON dump."""
-    from benchmarks.run import CASES
-    from models.synthetic import awkward_cluster, generate_cluster
+    from benchmarks.run import CASES, case_document
 
-    case = CASES[name]
-    document = (
-        awkward_cluster(7, case.nodes, case.pending_shards)
-        if case.awkward
-        else generate_cluster(
-            case.nodes,
-            case.pending_shards,
-            running_shards=case.running_shards,
-            seed=7,
-            **case.shape,
-        )
-    )
+    document = case_document(CASES[name])
     with open(path, "w") as f:
         json.dump(document, f)
 

@@ -168,6 +168,15 @@ HEADERS = [
 ]
 
 
+def case_document(case: Case) -> dict[str, Any]:
+    """The case's cluster as a Kubernetes List (seed 7)."""
+    if case.awkward:
+        return awkward_cluster(7, case.nodes, case.pending_shards)
+    return generate_cluster(
+        case.nodes, case.pending_shards, running_shards=case.running_shards, seed=7, **case.shape
+    )
+
+
 def zone_sharing(snapshot: Snapshot, plan: Plan) -> int:
     final = final_placement(snapshot, plan)
     nodes = snapshot.node_by_name
@@ -348,17 +357,7 @@ def main() -> None:
         case = CASES[key]
         for survive in args.survive.split(","):
             policy = Policy.model_validate({"rules": {"survive": survive}})
-            document = (
-                awkward_cluster(7, case.nodes, case.pending_shards)
-                if case.awkward
-                else generate_cluster(
-                    case.nodes,
-                    case.pending_shards,
-                    running_shards=case.running_shards,
-                    seed=7,
-                    **case.shape,
-                )
-            )
+            document = case_document(case)
             snapshot = build_snapshot(flatten([document]), policy)
             limit = args.time_limit or case.time_limit
             clear_caches()  # each row pays for its own first solve, as one command does
