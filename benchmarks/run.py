@@ -111,6 +111,22 @@ CASES = {
         10,
         awkward=True,
     ),
+    "huge": Case(
+        "15,000 nodes, 3 zones x 50 racks, 10% busy / 45,000 pods",
+        15000,
+        15000,
+        0,
+        20,
+        {"racks_per_zone": 50, "busy_fraction": 0.1},
+    ),
+    "huge-uneven": Case(
+        "15,000 nodes, 3 zones x 50 uneven racks, 10% busy / 45,000 pods",
+        15000,
+        15000,
+        0,
+        20,
+        {"racks_per_zone": 50, "rack_sizes": (65, 114), "busy_fraction": 0.1},
+    ),
     "rebalance": Case(
         "rebalance 1,000 nodes / 400 running shards", 1000, 0, 400, 10, mode="rebalance"
     ),
@@ -150,6 +166,15 @@ HEADERS = [
     "worst rack (even)",
     "racks with masters",
 ]
+
+
+def case_document(case: Case) -> dict[str, Any]:
+    """The case's cluster as a Kubernetes List (seed 7)."""
+    if case.awkward:
+        return awkward_cluster(7, case.nodes, case.pending_shards)
+    return generate_cluster(
+        case.nodes, case.pending_shards, running_shards=case.running_shards, seed=7, **case.shape
+    )
 
 
 def zone_sharing(snapshot: Snapshot, plan: Plan) -> int:
@@ -332,17 +357,7 @@ def main() -> None:
         case = CASES[key]
         for survive in args.survive.split(","):
             policy = Policy.model_validate({"rules": {"survive": survive}})
-            document = (
-                awkward_cluster(7, case.nodes, case.pending_shards)
-                if case.awkward
-                else generate_cluster(
-                    case.nodes,
-                    case.pending_shards,
-                    running_shards=case.running_shards,
-                    seed=7,
-                    **case.shape,
-                )
-            )
+            document = case_document(case)
             snapshot = build_snapshot(flatten([document]), policy)
             limit = args.time_limit or case.time_limit
             clear_caches()  # each row pays for its own first solve, as one command does

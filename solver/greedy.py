@@ -13,7 +13,9 @@ in per-rack heaps by free memory so a pod looks at a handful of nodes, not all o
 """
 
 import heapq
+import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 from models.cluster import Member, Node, Role
 from models.plan import Plan
@@ -79,6 +81,7 @@ class _Cluster:
         # Masters per cluster and zone, and per cluster and rack: a master goes where its
         # cluster has the fewest (objective.md, survival and rackSurvival).
         self.spread: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.rack_order: dict[str, _RackOrder] = {}
         # Bound requests summed as integers, and a node's free Resources built only when a pod
         # looks at it: per-pod model arithmetic over a large running cluster costs more than the
         # whole greedy pass. Shard hosts are only tracked for shards that have pods to place.
@@ -125,7 +128,11 @@ class _Cluster:
         if role is Role.MASTER:
             self.masters[node.name] += sign
             self.spread[(m.cluster, node.zone or "", "")] += sign
-            self.spread[(m.cluster, node.zone or "", node.rack)] += sign
+            rack = (m.cluster, node.zone or "", node.rack)
+            self.spread[rack] += sign
+            order = self.rack_order.get(m.cluster)
+            if order is not None:
+                order.move(node.zone or "", node.rack, self.spread[rack] - sign, self.spread[rack])
         if self.survive != "none":
             domain = node.domain(self.survive)
             if sign > 0:
@@ -191,16 +198,149 @@ class _Cluster:
         self.free[node.name] = self.free[node.name] + member.pod.requests
         self.volumes.release(node.name, member.pod)
         self._count(member, node, role, {member.shard_key}, sign=-1)
-        self._reheap(node)
+        self._reheap(node, freed=True)
 
-    def _reheap(self, node: Node) -> None:
+    def _reheap(self, node: Node, freed: bool = False) -> None:
         self.version[node.name] += 1
         entry = (-self.free[node.name].memory, node.name, self.version[node.name])
         heapq.heappush(self.racks[node.rack], entry)
         heapq.heappush(self.zones[node.zone or ""], entry)
+        rack = (node.zone or "", node.rack)
         if self.masters[node.name] < self.cap:
             heapq.heappush(self.master_zones[node.zone or ""], entry)
-            heapq.heappush(self.master_racks[(node.zone or "", node.rack)], entry)
+            new = rack not in self.master_racks
+            heapq.heappush(self.master_racks[rack], entry)
+            if new:
+                for cluster, order in self.rack_order.items():
+                    order.add(*rack, self.spread[(cluster, *rack)])
+                return
+        if freed:  # the rack's best node may be better now: its rank is refreshed
+            for order in self.rack_order.values():
+                order.refresh(*rack)
+
+    def master_top(self, rack: tuple[str, str]) -> tuple[int, str]:
+        """The rack's best node for a master, as (-free memory, name); EMPTY when none."""
+        heap = self.master_racks.get(rack)
+        while heap and heap[0][2] != self.version[heap[0][1]]:
+            heapq.heappop(heap)  # stale
+        return heap[0][:2] if heap else EMPTY
+
+    def racks_for(self, cluster: str) -> "_RackOrder":
+        """The racks that take masters, by the cluster's masters there (built on first use)."""
+        order = self.rack_order.get(cluster)
+        if order is None:
+            order = _RackOrder(self)
+            for zone, rack in self.master_racks:
+                order.add(zone, rack, self.spread[(cluster, zone, rack)])
+            self.rack_order[cluster] = order
+        return order
+
+
+EMPTY = (sys.maxsize, "")
+"""The rank of a rack with no node left for a master: after every rack that has one."""
+Entry = tuple[tuple[int, str], int, str, str]
+"""(the rack's best node when last looked at, stamp, zone, rack)."""
+
+
+class _RackOrder:
+    """One Redis cluster's racks for masters, grouped by zone and by its masters in each rack,
+    kept as they change, each group a heap of its racks by their best node.
+
+    A master looks at the racks of the zones holding the fewest of its cluster's masters, the
+    fewest in the rack first, and among those the racks in the order of their best node, only
+    until none left can beat the node found: not at every rack for every master (on 150 racks,
+    ranking every rack for every master was most of greedy's time). A rack's best node only
+    gets worse as nodes take pods, so a heap entry is refreshed when it surfaces; a release,
+    which can make it better, and a change of count give the rack a new entry (``stamp``)."""
+
+    def __init__(self, state: "_Cluster") -> None:
+        self.state = state
+        self.count: dict[tuple[str, str], int] = {}
+        self.stamp: dict[tuple[str, str], int] = {}
+        self.by_zone: dict[str, dict[int, list[Entry]]] = defaultdict(dict)
+
+    def add(self, zone: str, rack: str, count: int) -> None:
+        self.count[(zone, rack)] = count
+        self._push(zone, rack)
+
+    def move(self, zone: str, rack: str, before: int, after: int) -> None:
+        if (zone, rack) in self.count:  # a rack that takes masters
+            self.count[(zone, rack)] = after
+            self._push(zone, rack)
+
+    def refresh(self, zone: str, rack: str) -> None:
+        if (zone, rack) in self.count:
+            self._push(zone, rack)
+
+    def _push(self, zone: str, rack: str) -> None:
+        stamp = self.stamp.get((zone, rack), 0) + 1
+        self.stamp[(zone, rack)] = stamp
+        heap = self.by_zone[zone].setdefault(self.count[(zone, rack)], [])
+        heapq.heappush(heap, (self.state.master_top((zone, rack)), stamp, zone, rack))
+
+    def _clean(self, heap: list[Entry]) -> None:
+        """Drop entries superseded since, and refresh the first until it is current."""
+        while heap:
+            seen, stamp, zone, rack = heap[0]
+            if stamp != self.stamp[(zone, rack)]:
+                heapq.heappop(heap)
+                continue
+            now = self.state.master_top((zone, rack))
+            if now == seen:
+                return
+            heapq.heapreplace(heap, (now, stamp, zone, rack))
+
+    def best(
+        self, zone_count: Callable[[str], int], member: Member, rules: "_Rules"
+    ) -> Node | None:
+        """The first group's most free node that passes the filter, groups in the order of
+        (the zone's masters of this cluster, the rack's)."""
+        zones: dict[int, list[str]] = defaultdict(list)
+        for zone in self.by_zone:
+            zones[zone_count(zone)].append(zone)
+        for count in sorted(zones):
+            group = zones[count]
+            for rack_count in sorted({c for z in group for c in self.by_zone[z]}):
+                heaps = [
+                    self.by_zone[z][rack_count] for z in group if rack_count in self.by_zone[z]
+                ]
+                node = self._most_free(heaps, member, rules)
+                for z in group:
+                    if not self.by_zone[z].get(rack_count, True):
+                        del self.by_zone[z][rack_count]
+                if node is not None:
+                    return node
+        return None
+
+    def _most_free(self, heaps: list[list[Entry]], member: Member, rules: "_Rules") -> Node | None:
+        """The node with the most free memory (then the first name) that passes the filter over
+        these racks, each searched in the order of its best node, until none left can beat the
+        node found (a rack's passing node is never better than its best)."""
+        state = self.state
+        taken: list[tuple[list[Entry], Entry]] = []
+        found: Node | None = None
+        found_key: tuple[int, str] | None = None
+        while True:
+            first: list[Entry] | None = None
+            for heap in heaps:
+                self._clean(heap)
+                if heap and (first is None or heap[0] < first[0]):
+                    first = heap
+            if first is None or first[0][0] == EMPTY:
+                break
+            if found_key is not None and found_key <= first[0][0]:
+                break
+            entry = heapq.heappop(first)
+            taken.append((first, entry))
+            rack = state.master_racks[(entry[2], entry[3])]
+            node = state.best_in(rack, member, Role.MASTER, rules)
+            if node is not None:
+                key = (-state.free[node.name].memory, node.name)
+                if found_key is None or key < found_key:
+                    found, found_key = node, key
+        for heap, entry in taken:
+            heapq.heappush(heap, entry)
+        return found
 
 
 class _Rules:
@@ -396,41 +536,8 @@ def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | Non
     """A master's node: racks in order of (its cluster's masters in the zone, in the rack), the
     most free memory among the racks of the first such count where one passes the filter."""
     spread, cluster = state.spread, member.cluster
-    ranked: dict[tuple[int, int], list[list[tuple[int, str, int]]]] = defaultdict(list)
-    for (zone, rack), heap in state.master_racks.items():
-        count = (spread[(cluster, zone, "")], spread[(cluster, zone, rack)])
-        ranked[count].append(heap)
-    for count in sorted(ranked):
-        node = _most_free_of(state, ranked[count], member, rules)
-        if node is not None:
-            return node
-    return None
-
-
-def _most_free_of(
-    state: _Cluster, heaps: list[list[tuple[int, str, int]]], member: Member, rules: _Rules
-) -> Node | None:
-    """The node with the most free memory (then the first name) that passes the filter, over
-    several heaps: each is searched in the order of its best entry, until none left can beat the
-    node found (a heap's passing node is never better than its best entry)."""
-    tops = []
-    for heap in heaps:
-        while heap and heap[0][2] != state.version[heap[0][1]]:
-            heapq.heappop(heap)  # stale
-        if heap:
-            tops.append((heap[0][:2], heap))
-    tops.sort(key=lambda t: t[0])
-    found: Node | None = None
-    found_key: tuple[int, str] | None = None
-    for top, heap in tops:
-        if found_key is not None and found_key <= top:
-            break
-        node = state.best_in(heap, member, Role.MASTER, rules)
-        if node is not None:
-            key = (-state.free[node.name].memory, node.name)
-            if found_key is None or key < found_key:
-                found, found_key = node, key
-    return found
+    order = state.racks_for(cluster)
+    return order.best(lambda zone: spread[(cluster, zone, "")], member, rules)
 
 
 def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:

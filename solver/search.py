@@ -52,6 +52,9 @@ class SearchOptions(Generic[Judged]):
     workers: int = 1
     seed: int = 0
     report: Callable[[str], None] = lambda _phase: None
+    first_step: float = 0.0
+    """Seconds a step costs beyond its CP-SAT time before one has been measured (building its
+    model, judging its plan): on a large cluster the first step must not overrun the deadline."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ def improve(
     rng = random.Random(options.seed)
     current, best = start, judged
     size, steps, kept = FIRST_SIZE, 0, 0
-    step_cost = 0.0
+    step_cost = options.first_step
     nodes = _open_nodes(snapshot)
     while nodes and not options.proven(best):
         began = time.monotonic()

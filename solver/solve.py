@@ -128,6 +128,71 @@ def _finish_reserve(snapshot: Snapshot) -> float:
     return 0.05 + 2 * 35e-6 * items + 150e-6 * len(snapshot.pending)
 
 
+GREEDY_FIRST_SHARE = 0.2
+"""Greedy's plan, judged, comes before the levels once what follows the levels (greedy and
+judging, ``_finish_reserve``) would take more than this share of the time left: then the levels
+may not leave enough of it, and a plan never worse than greedy's must be ready on time."""
+
+
+def _greedy_first(snapshot: Snapshot, left: float) -> bool:
+    return _finish_reserve(snapshot) > GREEDY_FIRST_SHARE * left
+
+
+@dataclass
+class _Pace:
+    """What greedy and judging one candidate took in this call, on this machine as loaded now
+    (0 when greedy did not run first): the budget after them is planned from these, not from
+    constants measured once."""
+
+    greedy: float = 0.0
+    judging: float = 0.0
+
+    def margin(self) -> float:
+        """Kept back at the end for what cannot be cut short (the plan's own figures)."""
+        return 0.05 + 0.1 * self.judging
+
+    def after_levels(self) -> float:
+        """Seconds the levels leave: judging their plan, finishing a few shards they could not
+        (greedy's own start-up is most of that), and the margin."""
+        return 1.2 * self.judging + 0.3 * self.greedy + self.margin()
+
+    def packing(self, snapshot: Snapshot) -> float:
+        """The levels' estimate of their last level, packing members onto nodes: about half
+        what greedy took for the same pods (the same heaps, fewer rules), or a constant per
+        pending pod when greedy did not run first."""
+        if self.greedy:
+            return PACKING_SHARE * self.greedy
+        return PACKING_PER_POD * len(snapshot.pending)
+
+    def can_repair(self, snapshot: Snapshot, failed: set[str], deadline: float) -> bool:
+        """Whether greedy can finish the shards the levels could not, and their plan still be
+        judged, before the deadline (always, when greedy did not run first: the finish reserve
+        is kept for that)."""
+        if not self.greedy:
+            return True
+        pending = max(1, len(snapshot.pending))
+        failing = sum(1 for m in snapshot.pending if m.shard_key in failed)
+        repair = self.greedy * (0.3 + 0.7 * failing / pending) if failing else 0.0
+        return time.monotonic() + repair + 1.2 * self.judging + self.margin() <= deadline
+
+    def levels_floor(self) -> float:
+        """The least time in which the levels can give a plan at all (preparing, the models'
+        first answers and packing all pods, about what greedy took), or 0 when greedy did not
+        run first: without it the levels are tried whatever is left."""
+        return self.greedy
+
+    def search_step(self) -> float:
+        """A search step's cost beyond its CP-SAT time before one is measured: judging it,
+        and building its model over the whole cluster (about as long)."""
+        return 2.0 * self.judging
+
+
+PACKING_SHARE = 0.5
+PACKING_PER_POD = 40e-6
+"""Seconds the nodes level takes per pending pod (15,000 nodes / 45,000 pods: 1.3-1.5 s against
+greedy's 3-5 s, loaded)."""
+
+
 def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions) -> Plan:
     start = time.monotonic()
     limit = options.time_limit or policy.solver.time_limit_seconds
@@ -173,30 +238,56 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     bound_note: str | None = None
     repaired: _Candidate | None = None
     if mode == "place":
-        report("levels", None, None)
-        levels = place_by_levels(
-            snapshot,
-            policy,
-            None,
-            LevelsOptions(
-                work_until,
-                workers,
-                seed,
-                _level_progress(report),
-                standing=_standing(snapshot, options),
-                eligibility=options.eligibility,
-                relative_gap=_gap_limit(policy, options),
-            ),
-        )
-        unplaceable = levels.unplaceable
-        bounds = _level_bounds(snapshot, levels)
-        if levels.placement.node:
+        fallback: _Candidate | None = None
+        pace = _Pace()
+        search_until = work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
+        if _greedy_first(snapshot, deadline - time.monotonic()):
+            # A large input: greedy's plan, judged, comes first, so that a plan never worse
+            # than greedy's is ready on time whatever the levels manage in what is left; what
+            # greedy and judging took, measured here as the machine is loaded now, plans the
+            # rest of the budget.
+            report("greedy", None, None)
+            began = time.monotonic()
+            placement = greedy_placement(snapshot, policy)
+            pace.greedy = time.monotonic() - began
+            fallback = judge(_Candidate("greedy", placement))
+            pace.judging = time.monotonic() - began - pace.greedy
+            work_until = max(time.monotonic(), deadline - pace.after_levels())
+            search_until = deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
+        levels: LevelsResult | None = None
+        if time.monotonic() + pace.levels_floor() < work_until:
+            report("levels", None, None)
+            levels = place_by_levels(
+                snapshot,
+                policy,
+                fallback.placement if fallback is not None else None,
+                LevelsOptions(
+                    work_until,
+                    workers,
+                    seed,
+                    _level_progress(report),
+                    standing=_standing(snapshot, options),
+                    eligibility=options.eligibility,
+                    relative_gap=_gap_limit(policy, options),
+                    packing=pace.packing(snapshot),
+                ),
+            )
+            unplaceable = levels.unplaceable
+            bounds = _level_bounds(snapshot, levels)
+        if (
+            levels is not None
+            and levels.placement.node
+            and pace.can_repair(snapshot, levels.failed, deadline)
+        ):
             first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
             candidates.append(first)
+        if fallback is not None:
+            candidates.append(fallback)
         if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
-            report("greedy", None, None)
-            candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+            if fallback is None:
+                report("greedy", None, None)
+                candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]
             relaxed = _relaxable(policy)
             if (
@@ -218,10 +309,12 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         _standing(snapshot, options),
                         options.eligibility,
                         _gap_limit(policy, options),
+                        packing=pace.packing(snapshot),
                     ),
                 )
-                degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
-                candidates.append(judge(degraded))
+                if pace.can_repair(snapshot, retry.failed, deadline):
+                    degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                    candidates.append(judge(degraded))
             best_so_far = min(candidates, key=_order)
             # Within the gap asked for of a proven bound, a better plan or a tighter bound is
             # what the gap says not to look for (the binder's batches: 0.3-0.7 s on 1,000 nodes).
@@ -241,13 +334,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     best_so_far.placement,
                     best_so_far,
                     SearchOptions(
-                        work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start)),
+                        search_until,
                         lambda p: judge(_Candidate("cp-sat", p)),
                         _order,
                         lambda c: _settled(snapshot, c, bounds, _gap_limit(policy, options)),
                         workers,
                         seed,
                         lambda phase: report(phase, None, None),
+                        first_step=pace.search_step(),
                     ),
                 )
                 if found.best is not best_so_far:
@@ -502,6 +596,8 @@ def _exact_classes(
     """On a small cluster, the whole class model, started from the best placement so far."""
     if time.monotonic() + 0.1 >= until:
         return None
+    if len({m.shard_key for m in snapshot.pending}) > SMALL_CLASS_MODEL:
+        return None  # a variable per pending shard at least: not small, and costly to build
     problem = build_problem(snapshot, policy, "place", max_variables=None)
     size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
     if size > SMALL_CLASS_MODEL or not problem.groups:

@@ -62,6 +62,7 @@ class _Busy:
 
     def __init__(self, backlog: int, drain: float | None) -> None:
         self.backlog_pods = backlog
+        self.pending_pods = backlog
         self._drain = drain
 
     def drain_seconds(self) -> float | None:
@@ -73,15 +74,22 @@ class _Quiet:
         pass
 
 
-def _holding(enforcer: Any, sizer: BatchSizer, read_seconds: float = 0.0) -> Holding:
+def _holding(
+    enforcer: Any,
+    sizer: BatchSizer,
+    read_seconds: float = 0.0,
+    config: BinderConfig | None = None,
+    pinned: int = 0,
+) -> Holding:
     policy = Policy.model_validate({"permit": {"batchWindowSeconds": 10}})
     return Holding(
         policy,
-        BinderConfig(),
+        config or BinderConfig(),
         sizer,
         enforcer,
         _Quiet(),  # type: ignore[arg-type]
         read_seconds=lambda: read_seconds,
+        handed_down=lambda: pinned,
     )
 
 
@@ -110,6 +118,25 @@ def test_a_batch_is_due_once_the_enforcer_would_run_dry_during_its_solve(
     waited = dict.fromkeys(ours.values(), 0.0)
     report = StepReport()
     selection = holding.select(snap, ours, raw, waited, 0.0, True, report)
+    assert (selection is not None) is due
+
+
+@pytest.mark.parametrize(
+    ("pinned", "due"),
+    [(0, True), (5, True), (300, False)],
+    ids=["kube-scheduler-idle", "a-few-pins-left", "seconds-of-pins-queued"],
+)
+def test_gate_mode_pins_at_once_while_kube_scheduler_would_run_dry(pinned: int, due: bool) -> None:
+    """Gate mode, nothing being written: the first shards are solved at once, not after the
+    window, while kube-scheduler holds too few pins (at 50 a second) to outlast the next
+    batch's solve; 300 pins (6 s of its work) leave time to collect a larger batch."""
+    sizer = BatchSizer(target_seconds=2.0, max_pods=600)
+    sizer.observe(30, 3.0, "OPTIMAL", budget=5.0)
+    config = BinderConfig(enforce="gate")
+    holding = _holding(_Busy(backlog=0, drain=None), sizer, config=config, pinned=pinned)
+    snap, ours, raw = _ready(2)
+    waited = dict.fromkeys(ours.values(), 0.0)
+    selection = holding.select(snap, ours, raw, waited, 0.0, False, StepReport())
     assert (selection is not None) is due
 
 

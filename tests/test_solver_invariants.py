@@ -149,3 +149,46 @@ def test_any_valid_quantity_is_modelled(memory: str) -> None:
         plan = solve(snapshot(nodes, pods), policy, mode, SolveOptions(time_limit=5))
         assert plan.status in ("OPTIMAL", "FEASIBLE")
         assert not plan.unplaced
+
+
+def test_a_large_input_gets_greedys_plan_first_and_the_levels_in_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When greedy and judging would take much of the budget, greedy's judged plan comes
+    first; the levels then run in what is left and win when they do better."""
+    policy = Policy()
+    snap = generated(300, 200, policy)
+    monkeypatch.setattr(solve_module, "_greedy_first", lambda _snap, _left: True)
+    order: list[str] = []
+    plan = solve(
+        snap,
+        policy,
+        "place",
+        SolveOptions(time_limit=20, progress=lambda phase, *_: order.append(phase.split(":")[0])),
+    )
+    assert order.index("greedy") < order.index("levels")
+    assert not plan.unplaced and plan.status == "OPTIMAL" and plan.engine == "cp-sat"
+    assert rank(snap, policy, plan) <= rank(snap, policy, greedy_plan(snap, policy))
+
+
+def test_with_no_time_left_for_the_levels_greedys_plan_is_returned_on_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A budget that greedy and judging use up: the levels are not started, and greedy's plan
+    (all placed, no hard violation) is returned at once."""
+    policy = Policy()
+    snap = generated(300, 200, policy)
+    monkeypatch.setattr(solve_module, "_greedy_first", lambda _snap, _left: True)
+    phases: list[str] = []
+    began = time.monotonic()
+    deadline = began + 0.01  # gone once greedy has run
+    plan = solve(
+        snap,
+        policy,
+        "place",
+        SolveOptions(deadline=deadline, progress=lambda phase, *_: phases.append(phase)),
+    )
+    greedy = greedy_plan(snap, policy)
+    assert "levels" not in phases
+    assert plan.engine == "greedy" and not plan.unplaced and not plan.hard_violations
+    assert rank(snap, policy, plan) == rank(snap, policy, greedy)

@@ -60,7 +60,7 @@ class IdentityMemo:
         for pod in pods:
             facts = owner_set(pod, sets)
             entry = self._known.get(pod.key)
-            if entry is None or entry[0] is not pod or entry[1] != facts:
+            if entry is None or not _reads_alike(entry[0], pod) or entry[1] != facts:
                 own: list[Issue] = []
                 found = labels.read([pod], sets, policy, own)[pod.key]
                 entry = (pod, facts, found, tuple(own))
@@ -69,6 +69,22 @@ class IdentityMemo:
             issues.extend(entry[3])
         self._known = known  # pods gone since are forgotten
         return out
+
+
+def _reads_alike(before: Pod, now: Pod) -> bool:
+    """Whether the labels formation reads the same identity from both: what it reads (labels,
+    owner, the role and shard-size annotations) is unchanged. A binding gives a pod a new
+    object (its node, status, resourceVersion): re-reading it was most of the binder's
+    snapshot after parsing."""
+    return before is now or (
+        before.labels == now.labels
+        and before.owner_kind == now.owner_kind
+        and before.owner_name == now.owner_name
+        and all(before.annotations.get(k) == now.annotations.get(k) for k in _READ_ANNOTATIONS)
+    )
+
+
+_READ_ANNOTATIONS = (ROLE_ANNOTATION, SHARD_SIZE_ANNOTATION)
 
 
 def per_pod(policy: Policy) -> bool:

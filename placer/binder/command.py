@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from placer.binder.background import DEFAULT_QPS
+from placer.binder.config import DEFAULT_SCHEDULER_QPS
 from placer.binder.loop import (
     DEFAULT_BATCH_SECONDS,
     DEFAULT_BINDER_TIME_LIMIT,
@@ -122,6 +123,14 @@ from placer.metrics import Metrics, MetricsServer
     "controller recreates it, and place it elsewhere (a pin cannot move once the gate is "
     "lifted); needs the RBAC of deploy/components/recreate-refused.",
 )
+@click.option(
+    "--scheduler-qps",
+    type=click.FloatRange(min=1.0),
+    default=DEFAULT_SCHEDULER_QPS,
+    show_default=True,
+    help="Gate mode: how many pins kube-scheduler binds a second (its --kube-api-qps): the "
+    "next batch is pinned before those it holds run out, and the first shards go at once.",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -141,6 +150,7 @@ def command(
     event_qps: float,
     manage_pdbs: bool,
     recreate_refused: bool,
+    scheduler_qps: float,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import process_identity
@@ -177,6 +187,7 @@ def command(
         event_qps=event_qps,
         manage_pdbs=manage_pdbs,
         recreate_refused=recreate_refused,
+        scheduler_qps=scheduler_qps,
     )
     binder = Binder(adapter, policy, config, metrics)
     stop = threading.Event()

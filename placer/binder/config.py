@@ -21,6 +21,9 @@ DEFAULT_MAX_BATCH_PODS = 600
 DEFAULT_RELATIVE_GAP = 0.01
 """A batch's solve stops once its placement is proven within 1% of the best possible: proving
 the last fraction of a percent took most of a 5 s budget on batches of a hundred shards."""
+DEFAULT_SCHEDULER_QPS = 50.0
+"""Gate mode: how many pins kube-scheduler binds a second (its client's default --kube-api-qps:
+one Binding per pod). Pins waiting for it are work in the pipeline like the binder's own."""
 FIRST_SECONDS_PER_POD = {"cp-sat": 0.005, "greedy": 0.002}
 """What a pending pod costs the solver, until its own solves say (then an average of them): a
 first batch of about 100 pods for CP-SAT, where a solve's fixed cost is not paid for a handful
@@ -50,3 +53,5 @@ class BinderConfig:
     """Create a PodDisruptionBudget for each shard placed, delete it with the shard."""
     recreate_refused: bool = False
     """Gate mode: delete a never-started pod whose pin kube-scheduler refused (refusals.py)."""
+    scheduler_qps: float = DEFAULT_SCHEDULER_QPS
+    """Gate mode: kube-scheduler's binding rate, for how long the pins it holds keep it busy."""

@@ -148,6 +148,7 @@ class Binder:
             self.enforcer,
             self.reporter,
             read_seconds=lambda: self.reader.recent_read_seconds,
+            handed_down=self.reader.pinned_waiting,
         )
         self.solving = Solving(
             policy, self.config, self.metrics, self.sizer, self.warm, self.run_id

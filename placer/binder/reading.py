@@ -153,6 +153,8 @@ class Reader:
         """What a rebuild costs now: an average weighted to the latest, as the cluster grows."""
         self.ordered_pending = False
         """The last snapshot had pending members of an ordered shard (never held)."""
+        self._pinned: tuple[int, int] = (-1, 0)
+        """(cache generation, pins waiting for kube-scheduler then)."""
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -168,6 +170,24 @@ class Reader:
         if self.config.enforce == "gate":
             return self.config.gate in gates
         return pod_spec.get("schedulerName") == self.policy.scheduler_name and not gates
+
+    def pinned_waiting(self) -> int:
+        """Gate mode: pods pinned (gate lifted) that kube-scheduler has not bound yet: work
+        already handed down the pipeline, counted from the cache without a snapshot."""
+        if self.config.enforce != "gate":
+            return 0
+        generation = self.cache.generation
+        if self._pinned[0] != generation:  # counted once per change of the cache, not per ask
+            count = sum(
+                1
+                for pod in self.cache.objects()[1]
+                if not spec(pod).get("nodeName")
+                and self.config.gate not in gate_names(pod)
+                and self.managed(pod)
+                and pinned_node(pod) is not None
+            )
+            self._pinned = (generation, count)
+        return self._pinned[1]
 
     def pending_ours(self) -> int:
         """Our pending pods in the cache now, without building a snapshot: at least as many as

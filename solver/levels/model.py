@@ -36,6 +36,7 @@ from solver.levels.spec import (
     LevelSolution,
     LevelSpec,
     Pattern,
+    SubRoom,
     lexical_parts,
 )
 
@@ -374,7 +375,43 @@ def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: 
                 model.add(most >= spec.fixed_sub_masters.get(cluster, 0))
                 for c in children:
                     model.add(max(1, spec.master_sub_domains[c]) * most >= masters_in[c])
+                    if spec.sub_rooms:
+                        _sub_room_cuts(
+                            model, spec.sub_rooms[c], cluster, most, masters_in[c], upper
+                        )
             m.terms.append((weight, most))
+
+
+def _sub_room_cuts(
+    model: cp_model.CpModel,
+    subs: tuple[SubRoom, ...],
+    cluster: str,
+    worst: object,
+    masters: object,
+    most_masters: int,
+) -> None:
+    """The child's masters of ``cluster`` fit in its sub-domains (racks), each holding at most
+    the fullest's count (``worst``) and at most what its room allows: masters <= the sum over
+    racks of min(room, worst). Where racks differ in size, the fullest then holds more than
+    the even share. That sum is concave in ``worst`` and piecewise linear, so it is the least
+    of its pieces' lines: one linear cut per distinct room, and no new variable (the first
+    piece's, all racks at ``worst``, is the even share the caller adds). The racks' room is counted for each Redis
+    cluster alone and memory aside: a relaxation, so the bound stays valid.
+
+    A piece's cut can only bind below the even share when its smaller racks' room averages
+    less than the even share of the most masters the child can hold (``most_masters``, or its
+    whole room): the others are left out, so racks with room to spare add nothing."""
+    rooms = sorted(sub.master_room + sub.fixed.get(cluster, 0) for sub in subs)
+    most = min(most_masters, sum(rooms))
+    full = 0  # room of the racks below this piece, each holding all it can
+    below = 0
+    for j, room in enumerate(rooms):
+        if j and room > below and full * len(rooms) < most * j:
+            # worst between the rooms below and this one: the j smallest racks hold their
+            # room, the rest hold worst each.
+            model.add(masters <= full + (len(rooms) - j) * worst)
+        full += room
+        below = room
 
 
 def _soft_upper_bound(spec: LevelSpec, types: list[BundleType], policy: Policy, t_high: int) -> int:

@@ -9,8 +9,8 @@ members are of one kind. A member that finds no node is reported, and its shard 
 above this level.
 """
 
-import functools
 import heapq
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,24 +92,70 @@ def _order(a: Arrival, rooms: Rooms) -> tuple[int, int, str]:
     return (a.role is not Role.MASTER, -rooms.kinds[a.kind].requests[MEMORY], a.member.key)
 
 
-def _rack_rank(
-    use: NodeUse,
-    arrival: Arrival,
-    heap_for: Callable[[int, bool, tuple[str, str]], list[tuple[int, int, str, int, int]]],
-    top: Callable[[list[tuple[int, int, str, int, int]]], tuple[int, int, str]],
-    rack: tuple[str, str],
-) -> tuple[int, tuple[int, int, str]]:
-    """A rack's rank for a master: its Redis cluster's masters there, then its best node."""
-    return (
-        use.rack_masters[(arrival.member.cluster, *rack)],
-        top(heap_for(arrival.kind, True, rack)),
-    )
+CLOCK_EVERY = 256
+"""Arrivals packed between two looks at the clock."""
+
+Entry = tuple[int, int, str, int, int]
+"""(has a master already, utilisation after the arrival, node name, version, room index)."""
+Top = tuple[int, int, str]
+"""A heap's best entry without its bookkeeping; (2, 0, "") when the heap is empty."""
+EMPTY: Top = (2, 0, "")
+
+
+class _RackQueue:
+    """One Redis cluster's racks for masters of one kind, in the order a master ranks them:
+    the cluster's masters in the rack, then the rack's best node (its heap's top).
+
+    A heap per master count, of (top, rack) as last seen: a node's entry only grows as it takes
+    members, so a rack's top never improves, and an entry whose top has grown is pushed back
+    with its new top when it surfaces. A master then looks at a handful of racks, not at every
+    rack of the zone (on 50 racks a zone, ranking all of them for each of 5,000 masters was
+    most of the packing)."""
+
+    def __init__(
+        self,
+        racks: list[tuple[str, str]],
+        count: Callable[[tuple[str, str]], int],
+        top: Callable[[tuple[str, str]], Top],
+    ) -> None:
+        self.count, self.top = count, top
+        self.levels: dict[int, list[tuple[Top, tuple[str, str]]]] = defaultdict(list)
+        for rack in racks:
+            self.levels[count(rack)].append((top(rack), rack))
+        for heap in self.levels.values():
+            heapq.heapify(heap)
+
+    def moved(self, rack: tuple[str, str]) -> None:
+        """The rack took a master of this cluster: it ranks at its new count (its entry at the
+        old count is dropped when it surfaces)."""
+        heapq.heappush(self.levels[self.count(rack)], (self.top(rack), rack))
+
+    def first(self) -> tuple[str, str] | None:
+        """The rack ranked first whose heap holds a node (None when none does)."""
+        for level in sorted(self.levels):
+            heap = self.levels[level]
+            while heap:
+                seen, rack = heap[0]
+                if self.count(rack) != level:
+                    heapq.heappop(heap)  # it has moved up a count since
+                    continue
+                now = self.top(rack)
+                if now != seen:
+                    heapq.heapreplace(heap, (now, rack))
+                    continue
+                if now == EMPTY:
+                    heap.clear()  # the best of the level is empty: so is every rack in it
+                    break
+                return rack
+            del self.levels[level]
+        return None
 
 
 def pack(
-    use: NodeUse, nodes: list[int], arrivals: list[Arrival]
+    use: NodeUse, nodes: list[int], arrivals: list[Arrival], until: float | None = None
 ) -> tuple[dict[str, int], list[Arrival]]:
     """Place the arrivals on ``nodes``; returns (pod key -> room index, the ones that found none).
+    Past ``until`` (time.monotonic()) the arrivals not yet placed are returned as finding none.
 
     When ``nodes`` span several racks (a zone packed whole, level two skipped), a master goes to
     the rack holding the fewest masters of its Redis cluster, then to that rack's best node: the
@@ -118,17 +164,18 @@ def pack(
     rooms = use.rooms
     placed: dict[str, int] = {}
     failed: list[Arrival] = []
-    Entry = tuple[int, int, str, int, int]
-    """(has a master already, utilisation after the arrival, node name, version, room index)."""
     HeapKey = tuple[int, bool, tuple[str, str] | None]
     """(kind, master, (zone, rack) or None for every rack of ``nodes``)."""
     heaps: dict[HeapKey, list[Entry]] = {}
+    touching: dict[tuple[str, str], list[HeapKey]] = defaultdict(list)
+    """The heaps a node of the rack sits in (those of every rack included)."""
     version: dict[int, int] = defaultdict(int)
     in_rack: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in nodes:
         in_rack[(rooms.nodes[i].node.zone or "", rooms.nodes[i].rack)].append(i)
     racks = sorted(in_rack)
     by_rack = len(racks) > 1
+    queues: dict[tuple[str, int], _RackQueue] = {}
 
     def make_entry(room: NodeRoom, kind: int, master: bool) -> Entry:
         stacked = 1 if master and room.masters + use.masters[room.index] > 0 else 0
@@ -146,12 +193,26 @@ def pack(
             ]
             heapq.heapify(h)
             heaps[(kind, master, rack)] = h
+            for r in racks if rack is None else [rack]:
+                touching[r].append((kind, master, rack))
         return h
 
-    def top(heap: list[Entry]) -> tuple[int, int, str]:
+    def top(heap: list[Entry]) -> Top:
         while heap and heap[0][3] != version[heap[0][-1]]:
             heapq.heappop(heap)  # stale: the node took a member since
-        return heap[0][:3] if heap else (2, 0, "")
+        return heap[0][:3] if heap else EMPTY
+
+    def queue_for(arrival: Arrival) -> _RackQueue:
+        cluster, kind = arrival.member.cluster, arrival.kind
+        q = queues.get((cluster, kind))
+        if q is None:
+            q = _RackQueue(
+                racks,
+                lambda rack: use.rack_masters[(cluster, *rack)],
+                lambda rack: top(heap_for(kind, True, rack)),
+            )
+            queues[(cluster, kind)] = q
+        return q
 
     def best(heap: list[Entry], arrival: Arrival, kind: Kind, master: bool) -> NodeRoom | None:
         hosts = use.shard_hosts[arrival.member.shard_key]
@@ -176,18 +237,28 @@ def pack(
             heapq.heappush(heap, entry)
         return chosen
 
-    for arrival in sorted(arrivals, key=lambda a: _order(a, rooms)):
+    def rank(arrival: Arrival, rack: tuple[str, str]) -> tuple[int, Top]:
+        """A rack's rank for a master: its Redis cluster's masters there, then its best node."""
+        return (
+            use.rack_masters[(arrival.member.cluster, *rack)],
+            top(heap_for(arrival.kind, True, rack)),
+        )
+
+    ordered = sorted(arrivals, key=lambda a: _order(a, rooms))
+    for n, arrival in enumerate(ordered):
+        if until is not None and n % CLOCK_EVERY == 0 and time.monotonic() > until:
+            failed.extend(ordered[n:])
+            break
         kind = rooms.kinds[arrival.kind]
         master = arrival.role is Role.MASTER
         chosen: NodeRoom | None = None
         if master and by_rack:
-            rank = functools.partial(_rack_rank, use, arrival, heap_for, top)
-
             # The first rack in that order mostly takes it: the others are ranked only if not.
-            first = min(racks, key=rank)
-            chosen = best(heap_for(arrival.kind, True, first), arrival, kind, master)
+            first = queue_for(arrival).first()
+            if first is not None:
+                chosen = best(heap_for(arrival.kind, True, first), arrival, kind, master)
             if chosen is None:
-                for rack in sorted(racks, key=rank):
+                for rack in sorted(racks, key=lambda r: rank(arrival, r)):
                     if rack == first:
                         continue
                     chosen = best(heap_for(arrival.kind, True, rack), arrival, kind, master)
@@ -201,11 +272,12 @@ def pack(
         use.take(chosen, arrival.member, kind, arrival.role)
         placed[arrival.member.key] = chosen.index
         version[chosen.index] += 1
-        for (k, is_master, rack), h in heaps.items():
-            if (
-                k in chosen.eligible
-                and (rack is None or rack == (chosen.node.zone or "", chosen.rack))
-                and (not is_master or use.master_room(chosen))
-            ):
-                heapq.heappush(h, make_entry(chosen, k, is_master))
+        where = (chosen.node.zone or "", chosen.rack)
+        for k, is_master, rack in touching[where]:
+            if k in chosen.eligible and (not is_master or use.master_room(chosen)):
+                heapq.heappush(heaps[(k, is_master, rack)], make_entry(chosen, k, is_master))
+        if master and by_rack:
+            for (cluster, _), other in queues.items():
+                if cluster == arrival.member.cluster:
+                    other.moved(where)
     return placed, failed

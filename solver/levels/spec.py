@@ -41,6 +41,18 @@ class Stay:
     """Its domain one level down (its rack, seen from the zone level)."""
 
 
+@dataclass(frozen=True)
+class SubRoom:
+    """One domain of the next level down inside a child (a rack of a zone), as the bound on
+    its fullest sees it: the new masters its nodes can take, and the masters that stay there."""
+
+    name: str
+    master_room: int
+    """New masters its nodes accept by the master cap (memory aside: an upper bound)."""
+    fixed: dict[str, int]
+    """Masters that stay in it, per Redis cluster."""
+
+
 @dataclass
 class Bundle:
     shard: PendingShard
@@ -105,6 +117,9 @@ class LevelSpec:
     master_sub_domains: tuple[int, ...] = ()
     """Per child: its domains one level down that can hold masters (those with room and those
     where masters stay). The fullest holds at least the child's masters over this many."""
+    sub_rooms: tuple[tuple[SubRoom, ...], ...] = ()
+    """Per child: its domains one level down with their master room, when the bound on the
+    fullest of them counts each one's room (a small rack cannot take its even share)."""
 
 
 @dataclass

@@ -43,6 +43,9 @@ class LevelsOptions:
     relative_gap: float = 0.0
     """The plan's relative gap (solver.relativeGap): level one stops within it, the racks
     below within what level one left of it."""
+    packing: float = 0.0
+    """Seconds the last level (packing members onto nodes) is expected to take: the models
+    above share what the deadline leaves after it."""
 
 
 @dataclass
@@ -84,8 +87,10 @@ def place_by_levels(
     strengths = strengths_of(policy)
     seconds["prepare"] = time.monotonic() - started
 
+    models_until = options.deadline - options.packing
+
     def budget(share: float) -> float:
-        return max(0.05, (options.deadline - time.monotonic()) * share)
+        return max(0.05, (models_until - time.monotonic()) * share)
 
     # Level one: zones.
     children = zone_children(rooms)
@@ -131,7 +136,7 @@ def place_by_levels(
     zones = sorted({zone for zone, _ in by_zone.values()})
     rack_rules = policy.rules.survive == "rack"
     separate = strengths["rack"] != "ignore"
-    zone_scope: set[str] = set()
+    packable = strengths["rack"] != "required" or "rack" in options.relaxed
     rack_gap = _rack_gap(zsol, options.relative_gap, fixed_costs) / max(1, len(zones))
     for i, zone in enumerate(zones):
         shards = [s for s in pending if s.key not in failed and _touches(s, by_zone, zone)]
@@ -144,12 +149,7 @@ def place_by_levels(
             # rack has room for its even share of masters: no rack rule is in play, and packing
             # the zone's nodes directly (each master to the rack with the fewest of its Redis
             # cluster, each member to the least used node) balances them best.
-            zone_scope.add(zone)
-            for s in shards:
-                for m in s.pending:
-                    where = by_zone.get(m.key)
-                    if where is not None and where[0] == zone:
-                        by_rack[m.key] = ((zone, None), where[1])
+            _whole_zone(zone, shards, by_zone, by_rack)
             continue
         rspec, rsol = solve_racks(
             zone,
@@ -171,6 +171,12 @@ def place_by_levels(
             options.relaxed,
             masters_total,
         )
+        if rsol.status not in ("OPTIMAL", "FEASIBLE") and not rack_rules and packable:
+            # No rack plan within its share of the budget (a large zone, a short limit): the
+            # zone is packed whole as above rather than every shard in it failing, and the
+            # packing's misses of preferred rack separation cost their weight.
+            _whole_zone(zone, shards, by_zone, by_rack)
+            continue
         failed |= rsol.unplaced_shards
         for key, (child, role) in rsol.assignment.items():
             by_rack[key] = ((zone, rspec.children[child].name), role)
@@ -204,7 +210,7 @@ def place_by_levels(
         nodes = [
             i for i in rooms.by_zone.get(zone, []) if rack is None or rooms.nodes[i].rack == rack
         ]
-        placed, missing = pack(use, nodes, arrivals[scope])
+        placed, missing = pack(use, nodes, arrivals[scope], options.deadline)
         for a in missing:
             failed.add(a.member.shard_key)
         for key, index in placed.items():
@@ -234,6 +240,20 @@ def place_by_levels(
         zone_status=zsol.status,
         seconds=seconds,
     )
+
+
+def _whole_zone(
+    zone: str,
+    shards: list[PendingShard],
+    by_zone: dict[str, tuple[str, Role]],
+    by_rack: dict[str, tuple[tuple[str, str | None], Role]],
+) -> None:
+    """The members level one sent to ``zone``, to be packed over all its nodes (no rack)."""
+    for s in shards:
+        for m in s.pending:
+            where = by_zone.get(m.key)
+            if where is not None and where[0] == zone:
+                by_rack[m.key] = ((zone, None), where[1])
 
 
 def _rack_gap(zsol: LevelSolution, relative_gap: float, offset: int) -> float:
