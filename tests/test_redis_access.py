@@ -365,3 +365,25 @@ def test_a_dry_run_without_the_secret_says_so_and_uses_the_labels(
         "-> volume redis-password of pod default/cache-2): not found: roles from the role labels",
     }
     assert "roles from the role labels" in result.stderr
+
+
+def test_the_probe_of_auto_spreads_over_zones() -> None:
+    """A zone that is down must not pass for a network that reaches no pod: the pods probed
+    before reading every one stand in different zones, then on different nodes."""
+    from placer.rebalance.redis_reading import probe_members
+
+    nodes = [node(f"n{z}{i}", f"z{z}", f"r{z}") for z in "abc" for i in range(2)]
+    pods = []
+    for z in "abc":
+        for i in range(2):
+            for k in range(2):
+                obj = redis_pod(f"a{z}{i}{k}", "c", f"{z}{i}{k}", "master", node=f"n{z}{i}")
+                obj["status"] = {"phase": "Running", "podIP": f"10.0.{ord(z)}.{i * 2 + k}"}
+                pods.append(obj)
+    snap = snapshot(nodes, pods)
+    picked = probe_members(sorted(snap.members, key=lambda m: m.key), snap)
+    assert [m.pod.node_name for m in picked] == ["na0", "nb0", "nc0"]
+    few = [
+        m for m in sorted(snap.members, key=lambda m: m.key) if m.pod.node_name in ("na0", "na1")
+    ]
+    assert [m.pod.node_name for m in probe_members(few, snap)] == ["na0", "na1", "na0"]

@@ -11,9 +11,10 @@ where no pod IP is reachable, says so and goes on with the labels.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from models.cluster import Member
 from models.plan import SkippedInput
 from models.policy import Policy
 from models.snapshot import Snapshot
@@ -117,7 +118,7 @@ def redis_roles(
             )
             if not running:
                 return snapshot, None, {}
-            probe = read_views(running[:PROBE_PODS], dial, timeout_s=PROBE_TIMEOUT_S)
+            probe = read_views(probe_members(running, snapshot), dial, timeout_s=PROBE_TIMEOUT_S)
             refused = _refused(probe, snapshot, dial)
             if refused:
                 fail(refused)
@@ -140,6 +141,28 @@ def redis_roles(
         first = views[reading.tried[0]]
         fail(f"--roles redis: no Redis pod could be read; tried {shown}; first error: {first}")
     return apply_roles(snapshot, reading), reading, views
+
+
+def probe_members(running: Sequence[Member], snapshot: Snapshot) -> list[Member]:
+    """A few running members to probe, each on another zone where it can be (then another
+    node): a zone that is down must not pass for a network that cannot reach any pod."""
+    zone_of = {n.name: n.zone for n in snapshot.nodes}
+    picked: list[Member] = []
+    seen_zones: set[str | None] = set()
+    seen_nodes: set[str | None] = set()
+    for by in ("zone", "node", "any"):
+        for m in running:
+            if len(picked) == PROBE_PODS:
+                return picked
+            zone = zone_of.get(m.pod.node_name or "")
+            if m in picked or (by == "zone" and zone in seen_zones):
+                continue
+            if by == "node" and m.pod.node_name in seen_nodes:
+                continue
+            picked.append(m)
+            seen_zones.add(zone)
+            seen_nodes.add(m.pod.node_name)
+    return picked
 
 
 def unreachable_note(views: Mapping[str, View]) -> str:
