@@ -3,6 +3,7 @@ read-only root filesystem, /tmp a scratch mount (tests/container.py). The binder
 against a real API server: tests/e2e/test_image_e2e.py."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,14 +65,20 @@ def test_it_runs_as_10001_on_a_read_only_root_with_a_writable_tmp(image: Image) 
     assert "Read-only file system" in as_root.stderr, as_root
 
 
-def test_demo(image: Image) -> None:
+def test_demo_says_what_it_says_on_the_host(image: Image) -> None:
+    """The README's first command, in the image: the same plans and drills as on the host
+    (the solve is deterministic), durations aside."""
     demo = container.run(image, ["demo"])
     assert demo.code == 0, demo
-    assert "12 nodes, 4 running and 14 pending Redis pods" in demo.stdout, demo
-    assert "== CP-SAT plan ==" in demo.stdout
-    status = [line for line in demo.stdout.splitlines() if line.startswith("status ")]
-    assert status and "engine cp-sat" in status[0], demo
+    host = on_host("demo")
+    assert host.returncode == 0, host.stderr
+    assert _timeless(demo.stdout) == _timeless(host.stdout)
+    assert "survives losing a zone" in demo.stdout
     print(f"\ndemo in the image: {demo.seconds:.1f}s")
+
+
+def _timeless(text: str) -> str:
+    return re.sub(r"\b\d+(?:\.\d+)?s\b", "<t>s", text)
 
 
 def test_rebalance_of_a_dump_says_what_it_says_on_the_host(image: Image) -> None:
