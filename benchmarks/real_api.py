@@ -63,6 +63,7 @@ from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE
 from placer.kube.adapter import KubernetesAdapter, WatchExpired
 from solver.check import audit, keep_plan, worst_domain_loss
+from solver.stock import stock_rules as solver_stock_rules
 from tests.e2e.control_plane import (
     ControlPlane,
     create_namespace,
@@ -98,39 +99,10 @@ def shard_labels(shard: int) -> dict[str, str]:
     return {**POLICY.selector, POLICY.labels.cluster: CLUSTER, POLICY.labels.shard: str(shard)}
 
 
-def _term(labels: dict[str, str], key: str) -> dict[str, Any]:
-    return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
-
-
 def stock_rules(shard: int, master: bool) -> dict[str, Any]:
-    """The strongest per-pod rules a user can give kube-scheduler for the binder's guarantees."""
-    same_shard = shard_labels(shard)
-    host, zone, rack = POLICY.topology.host, POLICY.topology.zone, POLICY.topology.rack
-    required = [_term(same_shard, host)]
-    if master:
-        required.append(_term({**POLICY.selector, POLICY.labels.role: "master"}, host))
-    spec: dict[str, Any] = {
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": required,
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 100, "podAffinityTerm": _term(same_shard, zone)},
-                    {"weight": 50, "podAffinityTerm": _term(same_shard, rack)},
-                ],
-            }
-        }
-    }
-    if master:
-        masters = {POLICY.labels.cluster: CLUSTER, POLICY.labels.role: "master"}
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": zone,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": masters},
-            }
-        ]
-    return spec
+    """The strongest per-pod rules a user can give kube-scheduler for the binder's guarantees:
+    the demo's stock rules with the master spread made strict (DoNotSchedule)."""
+    return solver_stock_rules(POLICY, CLUSTER, str(shard), master, "DoNotSchedule")
 
 
 def pod_body(mode: str, shard: int, index: int, members: int) -> dict[str, Any]:

@@ -4,6 +4,7 @@ majority however kube-scheduler's ties would break."""
 
 import random
 from collections import Counter
+from typing import Any
 
 from models.cluster import Node
 from models.plan import Plan
@@ -14,7 +15,7 @@ from placer.inputs.files import snapshot_from_file
 from solver.check import check_plan
 from solver.stock import stock_plan
 from solver.survival import survival_verdicts
-from tests.kube_dicts import node, redis_pod, snapshot
+from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
 
 def _nodes_of(plan: Plan, snap: Snapshot) -> dict[str, Node]:
@@ -70,3 +71,39 @@ def test_on_the_bundled_example_every_tie_break_loses_a_zone_majority() -> None:
         outcomes[zone.survived] += 1
         assert any(t.cluster == "redis/sessions" and t.majority_lost for t in zone.takes)
     assert outcomes == {False: 60}
+
+
+def spread_rounding_cluster() -> list[dict[str, Any]]:
+    """One master to place where PodTopologySpread's rounding decides: its cluster's masters
+    per zone a 1, b 3, c 0 (raw scores round(n * log 5): 2, 5, 0), against room (a1 far
+    emptier than c0). tests/e2e/test_stock_simulation_e2e.py places it on a real scheduler."""
+    nodes = [
+        node(name, f"zone-{name[0]}", f"{name[0]}-r{rack}", cpu="8", memory="32Gi")
+        for name, rack in (("a0", 1), ("a1", 0), ("a2", 0), ("b0", 1), ("b1", 0), ("b2", 1))
+    ]
+    nodes.append(node("c0", "zone-c", "c-r0", cpu="8", memory="32Gi"))
+    others = [("a2", "4", "23Gi"), ("b0", "5", "5Gi"), ("b1", "7", "3Gi"), ("b2", "2", "6Gi")]
+    others.append(("c0", "6", "14Gi"))
+    running = [
+        ("0", "master", "b1"), ("0", "replica", "a1"), ("1", "master", "b2"),
+        ("1", "replica", "c0"), ("2", "master", "b1"), ("2", "replica", "a0"),
+        ("3", "master", "a0"), ("3", "replica", "b2"),
+    ]  # fmt: skip
+    pods = [other_pod(f"other-{host}", host, cpu, memory) for host, cpu, memory in others]
+    pods += [redis_pod(f"r-{s}-{role}", "r", s, role, host) for s, role, host in running]
+    pods.append(redis_pod("r-4-0", "r", 4, None))
+    return [*nodes, *pods]
+
+
+def test_the_zone_spread_is_scored_in_kube_schedulers_integers() -> None:
+    """kube-scheduler 1.36 binds this master to c0 every time (the e2e test). Its spread score
+    rounds before normalising: a1's zone scores 100 * (5 + 0 - 2) // 5 = 60, not the 66 of
+    unrounded counts, and the 12 points a1 loses at weight 2 are the 6 it led c0 by."""
+    snap = snapshot(
+        [o for o in spread_rounding_cluster() if o["kind"] == "Node"],
+        [o for o in spread_rounding_cluster() if o["kind"] == "Pod"],
+    )
+    plan = stock_plan(snap, Policy())
+    assert [(a.pod, a.node, a.role) for a in plan.assignments if a.action == "place"] == [
+        ("default/r-4-0", "c0", "master")
+    ]
