@@ -14,6 +14,7 @@ reject fields newer than the client, and ``create_namespaced_pod_binding`` fails
 
 import base64
 import binascii
+import functools
 import logging
 import os
 import socket
@@ -653,21 +654,25 @@ class KubernetesAdapter:
     ) -> Iterator[WatchEvent]:
         return self._watch("Node", None, label_selector, None, resource_version, timeout_seconds)
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The pod, or None when it does not exist."""
+    def _read_one(self, action: str, read: Callable[..., object]) -> dict[str, Any] | None:
+        """One object read by ``read`` (a generated ``read_namespaced_*``), decoded, or None
+        when it does not exist; any other failure is a ``KubeApiError`` naming ``action``."""
         try:
-            resp = _raw(
-                self.core.read_namespaced_pod(
-                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
-                )
-            )
-            return _with_kind(json_text.loads(resp.data), "Pod")
+            resp = _raw(read(_preload_content=False, _request_timeout=self.request_timeout))
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise KubeApiError(f"get pod {namespace}/{name}", *_failure(exc)) from exc
+            raise KubeApiError(action, *_failure(exc)) from None
         except Exception as exc:
-            raise KubeApiError(f"get pod {namespace}/{name}", *_failure(exc)) from exc
+            raise KubeApiError(action, *_failure(exc)) from None
+        found: dict[str, Any] = json_text.loads(resp.data)
+        return found
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod, or None when it does not exist."""
+        read = functools.partial(self.core.read_namespaced_pod, name, namespace)
+        found = self._read_one(f"get pod {namespace}/{name}", read)
+        return _with_kind(found, "Pod") if found is not None else None
 
     # -- enforcing -----------------------------------------------------------------------
 
@@ -935,40 +940,22 @@ class KubernetesAdapter:
 
     def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
         """The ConfigMap's data, or None when it does not exist."""
-        try:
-            resp = _raw(
-                self.core.read_namespaced_config_map(
-                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
-        except Exception as exc:
-            raise KubeApiError(f"read configmap {namespace}/{name}", *_failure(exc)) from exc
-        data = json_text.loads(resp.data).get("data") or {}
-        return {str(k): str(v) for k, v in data.items()}
+        read = functools.partial(self.core.read_namespaced_config_map, name, namespace)
+        found = self._read_one(f"read configmap {namespace}/{name}", read)
+        if found is None:
+            return None
+        return {str(k): str(v) for k, v in (found.get("data") or {}).items()}
 
     def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None:
         """The Secret's data, decoded, or None when it does not exist. Only the keys a
         caller asks for leave this process's memory, and nothing of it is logged."""
         action = f"get secret {namespace}/{name}"
+        read = functools.partial(self.core.read_namespaced_secret, name, namespace)
+        found = self._read_one(action, read)
+        if found is None:
+            return None
         try:
-            resp = _raw(
-                self.core.read_namespaced_secret(
-                    name, namespace, _preload_content=False, _request_timeout=self.request_timeout
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise KubeApiError(action, *_failure(exc)) from None
-        except Exception as exc:
-            raise KubeApiError(action, *_failure(exc)) from None
-        data = json_text.loads(resp.data).get("data") or {}
-        try:
-            return {str(k): base64.b64decode(v) for k, v in data.items()}
+            return {str(k): base64.b64decode(v) for k, v in (found.get("data") or {}).items()}
         except (binascii.Error, TypeError):
             raise KubeApiError(action, 0, "its data is not base64") from None
 

@@ -413,6 +413,10 @@ class ControlPlane:
             self.processes.remove(process)
 
     def _write_kubeconfig(self) -> None:
+        self.write_kubeconfig(self.kubeconfig, ADMIN_USER, self.token)
+
+    def write_kubeconfig(self, path: Path, user: str, token: str) -> Path:
+        """A kubeconfig for this API server as ``user``, authenticated by ``token`` (0600)."""
         assert self.pki is not None
         config = {
             "apiVersion": "v1",
@@ -423,14 +427,13 @@ class ControlPlane:
                     "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca_cert)},
                 }
             ],
-            "users": [{"name": ADMIN_USER, "user": {"token": self.token}}],
-            "contexts": [
-                {"name": "envtest", "context": {"cluster": "envtest", "user": ADMIN_USER}}
-            ],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
             "current-context": "envtest",
         }
-        self.kubeconfig.write_text(json.dumps(config, indent=2))
-        self.kubeconfig.chmod(0o600)
+        path.write_text(json.dumps(config, indent=2))
+        path.chmod(0o600)
+        return path
 
     def _start_scheduler(self, binary: Path, env: Mapping[str, str]) -> None:
         self._start_component("kube-scheduler", binary, env, [])

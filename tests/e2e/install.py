@@ -278,23 +278,7 @@ def service_account_kubeconfig(
             _preload_content=False,
         )
     )["status"]["token"]
-    assert plane.pki is not None
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {"server": plane.url, "certificate-authority": str(plane.pki.ca_cert)},
-            }
-        ],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": account}}],
-        "current-context": "e2e",
-    }
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
+    return plane.write_kubeconfig(path, account, token)
 
 
 @dataclass
