@@ -131,12 +131,19 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
     return found
 
 
-def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[LevelVerdict]:
-    """Per level in use (host, rack, zone): survived, or which domain takes what."""
+def survival_verdicts(
+    snapshot: Snapshot, policy: Policy, plan: Plan, judged: bool = False
+) -> list[LevelVerdict]:
+    """Per level in use (host, rack, zone): survived, or which domain takes what.
+
+    ``judged``: ``plan.violations`` is the checker's whole verdict on the plan over this
+    snapshot (a CP-SAT solve's). A domain whose loss takes something is always one of its
+    survive violations, so with none of them no domain is counted loss by loss."""
     impossible = unsurvivable(snapshot, policy)
     nodes = snapshot.node_by_name
     placed = {a.pod: a.node for a in plan.assignments}
     unplaced = {u.pod for u in plan.unplaced}
+    may_take = not judged or any(v.rule == "survive" for v in plan.violations)
     verdicts = []
     for level in survival_levels(policy, snapshot.nodes):
         held: set[str | None] = set()
@@ -145,7 +152,7 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
             node = nodes.get(name or "")
             if node is not None and node.domain(level) is not None:
                 held.add(node.domain(level))
-        takes = domain_takes(snapshot, plan, level)
+        takes = domain_takes(snapshot, plan, level) if may_take else []
         verdicts.append(
             LevelVerdict(
                 level=level,
@@ -160,17 +167,18 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
 
 
 def verdicts_for(
-    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str]
+    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str], judged: bool = False
 ) -> list[LevelVerdict]:
     """The verdict for some Redis clusters only (the binder's batch): the others' members are
-    left out of the count, so the work is theirs alone."""
+    left out of the count, so the work is theirs alone. ``judged`` as ``survival_verdicts``:
+    the whole cluster's survive violations include these clusters' ones."""
     part = snapshot.model_copy(
         update={
             "members": tuple(m for m in snapshot.members if m.cluster in clusters),
             "skipped_members": tuple(m for m in snapshot.skipped_members if m.cluster in clusters),
         }
     )
-    return survival_verdicts(part, policy, plan)
+    return survival_verdicts(part, policy, plan, judged)
 
 
 def survival_after(

@@ -147,7 +147,8 @@ class Solving:
     def summary(self, solved: Solved) -> str:
         """What each Scheduled event of the batch says about the batch."""
         clusters = {m.cluster for m in solved.batch.members if m.pod.pending}
-        survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters)
+        judged = self.config.solver == "cp-sat"  # its plan carries the checker's verdict
+        survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters, judged)
         if self.config.solver == "cp-sat":
             return f"{plan_summary(solved.plan, solved.seconds)}; {survival_summary(survival)}"
         return (
