@@ -93,14 +93,25 @@ def cannot_survive(
     return None
 
 
+_open: dict[Level, tuple[tuple[Node, ...], frozenset[str | None]]] = {}
+"""Per level, the last nodes asked about and the domains of those taking new pods: the binder
+asks batch after batch about the same nodes (one tuple while no node changes)."""
+
+
+def _open_domains(nodes: tuple[Node, ...], level: Level) -> frozenset[str | None]:
+    kept = _open.get(level)
+    if kept is not None and kept[0] is nodes:
+        return kept[1]
+    found = frozenset(node.domain(level) for node in nodes if node_accepts_new_pods(node))
+    _open[level] = (nodes, found)
+    return found
+
+
 def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
     """Domains that could hold the cluster's members: those of nodes that take new pods, and
     those its members run in now (an upper bound, so 'cannot' is proven)."""
-    held: set[str | None] = set()
+    held: set[str | None] = set(_open_domains(snapshot.nodes, level))
     nodes: dict[str, Node] = snapshot.node_by_name
-    for node in snapshot.nodes:
-        if node_accepts_new_pods(node):
-            held.add(node.domain(level))
     for m in members:
         running = nodes.get(m.pod.node_name or "")
         if running is not None:
