@@ -150,6 +150,8 @@ class Reader:
         self.reads = 0
         self.read_seconds = 0.0
         """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
+        self.read_cpu_seconds = 0.0
+        """Of which this thread's CPU (the rest: waiting for the GIL, as the writes hold it)."""
         self.recent_read_seconds = 0.0
         """What a rebuild costs now: an average weighted to the latest, as the cluster grows."""
         self.ordered_pending = False
@@ -239,9 +241,10 @@ class Reader:
         generation = (self.cache.generation, volume_epoch(self.lists_volumes, time.monotonic()))
         if self.last_read is not None and self.last_read[0] == generation:
             return self.last_read[1]
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         with collector_paused():  # a new Snapshot, its members and indexes: all kept
             result = self.build()
+        self.read_cpu_seconds += time.thread_time() - cpu
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
         took = time.monotonic() - started
         self.reads += 1
