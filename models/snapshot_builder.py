@@ -322,7 +322,19 @@ def _same(kept: Mapping[str, Obj], now: Mapping[str, Obj]) -> bool:
 
 
 def _same_sequence(kept: tuple[Obj, ...], now: tuple[Obj, ...]) -> bool:
-    return len(kept) == len(now) and all(a is b for a, b in zip(kept, now, strict=True))
+    """The same objects, or the same versions of them (a fresh list of unchanged objects)."""
+    return len(kept) == len(now) and all(
+        a is b or _version_of(a) == _version_of(b) is not None
+        for a, b in zip(kept, now, strict=True)
+    )
+
+
+def _version_of(obj: Obj) -> tuple[str, str, str] | None:
+    """(namespace, name, resourceVersion): the server's word that the object is the same."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("resourceVersion"):
+        return None
+    return (str(meta.get("namespace")), str(meta.get("name")), str(meta["resourceVersion"]))
 
 
 def _member_key(member: Member) -> str:

@@ -170,3 +170,19 @@ def test_a_pod_event_is_not_a_whole_build() -> None:
     assert built == _whole(world.nodes, world.pods, world.sets, Policy())
     bound = {m.pod.node_name for m in (*built.members, *built.skipped_members)}
     assert bound == {f"n{i}" for i in range(6)}
+
+
+def test_a_fresh_list_of_unchanged_statefulsets_is_not_a_change() -> None:
+    """The binder lists StatefulSets again every 30 s: the same versions are the same sets."""
+    world = World()
+    world.change_sets(3)
+    builder = SnapshotBuilder(Policy(), ParseCache())
+    builder.build(world.nodes, world.pods, world.sets)
+    changed = world.apply(("create", "p0", "0", None, None, False))
+    relisted = copy.deepcopy(world.sets)
+    built = builder.build(world.nodes, world.pods, relisted, changed=changed)
+    assert (builder.whole_builds, builder.incremental_builds) == (1, 1)
+    assert built == _whole(world.nodes, world.pods, relisted, Policy())
+    world.change_sets(4)  # a new version: read whole
+    builder.build(world.nodes, world.pods, world.sets, changed=set())
+    assert builder.whole_builds == 2
