@@ -604,7 +604,7 @@ def build_snapshot(
             volumes.add(obj)
 
     volumes.attach(pods, issues)
-    _report_missing_domains(nodes, policy, issues)
+    report_missing_domains(nodes, policy, issues)
     members: list[Member] = []
     size_source: dict[str, str] = {}
     others: list[Pod] = []
@@ -658,7 +658,7 @@ def build_snapshot(
             )
 
     members, skipped = valid_shards(members, issues)
-    _report_shard_sizes(members, size_source, issues)
+    report_shard_sizes(members, size_source, issues)
     others.extend(m.pod for m in skipped if not m.pod.pending)
     return Snapshot(
         nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
@@ -670,7 +670,7 @@ def build_snapshot(
     )
 
 
-def _report_shard_sizes(
+def report_shard_sizes(
     members: list[Member], size_source: Mapping[str, str], issues: list[Issue]
 ) -> None:
     """A shard whose members disagree on its size is an error; one short of (or beyond) the size
@@ -739,7 +739,7 @@ def valid_shards(members: list[Member], issues: list[Issue]) -> tuple[list[Membe
     return kept, skipped
 
 
-def _report_missing_domains(nodes: dict[str, Node], policy: Policy, issues: list[Issue]) -> None:
+def report_missing_domains(nodes: dict[str, Node], policy: Policy, issues: list[Issue]) -> None:
     """A node missing a topology label (or holding an empty one) is reported, never merged into
     another domain silently.
 

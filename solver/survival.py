@@ -93,14 +93,25 @@ def cannot_survive(
     return None
 
 
+_open: dict[Level, tuple[tuple[Node, ...], frozenset[str | None]]] = {}
+"""Per level, the last nodes asked about and the domains of those taking new pods: the binder
+asks batch after batch about the same nodes (one tuple while no node changes)."""
+
+
+def _open_domains(nodes: tuple[Node, ...], level: Level) -> frozenset[str | None]:
+    kept = _open.get(level)
+    if kept is not None and kept[0] is nodes:
+        return kept[1]
+    found = frozenset(node.domain(level) for node in nodes if node_accepts_new_pods(node))
+    _open[level] = (nodes, found)
+    return found
+
+
 def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
     """Domains that could hold the cluster's members: those of nodes that take new pods, and
     those its members run in now (an upper bound, so 'cannot' is proven)."""
-    held: set[str | None] = set()
+    held: set[str | None] = set(_open_domains(snapshot.nodes, level))
     nodes: dict[str, Node] = snapshot.node_by_name
-    for node in snapshot.nodes:
-        if node_accepts_new_pods(node):
-            held.add(node.domain(level))
     for m in members:
         running = nodes.get(m.pod.node_name or "")
         if running is not None:
@@ -131,12 +142,19 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
     return found
 
 
-def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[LevelVerdict]:
-    """Per level in use (host, rack, zone): survived, or which domain takes what."""
+def survival_verdicts(
+    snapshot: Snapshot, policy: Policy, plan: Plan, judged: bool = False
+) -> list[LevelVerdict]:
+    """Per level in use (host, rack, zone): survived, or which domain takes what.
+
+    ``judged``: ``plan.violations`` is the checker's whole verdict on the plan over this
+    snapshot (a CP-SAT solve's). A domain whose loss takes something is always one of its
+    survive violations, so with none of them no domain is counted loss by loss."""
     impossible = unsurvivable(snapshot, policy)
     nodes = snapshot.node_by_name
     placed = {a.pod: a.node for a in plan.assignments}
     unplaced = {u.pod for u in plan.unplaced}
+    may_take = not judged or any(v.rule == "survive" for v in plan.violations)
     verdicts = []
     for level in survival_levels(policy, snapshot.nodes):
         held: set[str | None] = set()
@@ -145,7 +163,7 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
             node = nodes.get(name or "")
             if node is not None and node.domain(level) is not None:
                 held.add(node.domain(level))
-        takes = domain_takes(snapshot, plan, level)
+        takes = domain_takes(snapshot, plan, level) if may_take else []
         verdicts.append(
             LevelVerdict(
                 level=level,
@@ -160,17 +178,18 @@ def survival_verdicts(snapshot: Snapshot, policy: Policy, plan: Plan) -> list[Le
 
 
 def verdicts_for(
-    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str]
+    snapshot: Snapshot, policy: Policy, plan: Plan, clusters: set[str], judged: bool = False
 ) -> list[LevelVerdict]:
     """The verdict for some Redis clusters only (the binder's batch): the others' members are
-    left out of the count, so the work is theirs alone."""
+    left out of the count, so the work is theirs alone. ``judged`` as ``survival_verdicts``:
+    the whole cluster's survive violations include these clusters' ones."""
     part = snapshot.model_copy(
         update={
             "members": tuple(m for m in snapshot.members if m.cluster in clusters),
             "skipped_members": tuple(m for m in snapshot.skipped_members if m.cluster in clusters),
         }
     )
-    return survival_verdicts(part, policy, plan)
+    return survival_verdicts(part, policy, plan, judged)
 
 
 def survival_after(

@@ -163,3 +163,35 @@ def test_table_json_html_and_map_carry_the_same_verdict_first() -> None:
     for line in lines:
         assert f"<div>{line}</div>" in page
         assert line in picture.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("running", "pending", "survive"),
+    [
+        ({0: ("a1", "b1"), 1: ("b2", "c1")}, 1, "none"),  # the third master goes to c: survives
+        ({0: ("a1", "b1"), 1: ("a2", "c1")}, 1, "none"),  # a holds 2 of 3 masters whatever
+        ({0: ("a1", "a2")}, 2, "none"),  # shard 0 lives in zone a alone
+        ({0: ("a1", "b1"), 1: ("b2", "c1")}, 2, "zone"),  # 4 masters over 3 zones: none survives
+        ({}, 3, "zone"),
+    ],
+)
+def test_a_solved_plans_verdict_from_its_violations_is_the_counted_one(
+    running: dict[int, tuple[str, str]], pending: int, survive: str
+) -> None:
+    """The binder's shortcut (``judged``): a CP-SAT plan carries the checker's violations, and
+    a level with no survive violation takes nothing; the verdict is the one counted domain by
+    domain, whether the batch survives or not."""
+    from solver.solve import solve
+
+    policy = Policy.model_validate({"rules": {"survive": survive, "maxMastersPerNode": 2}})
+    pods = _cluster(running)
+    for i in range(pending):
+        shard = len(running) + i
+        pods += [redis_pod(f"c-{shard}-{m}", "c", shard, None) for m in range(2)]
+    snap = snapshot(NODES, pods, policy)
+    plan = solve(snap, policy, "place")
+    counted = verdicts_for(snap, policy, plan, {"default/c"})
+    assert verdicts_for(snap, policy, plan, {"default/c"}, judged=True) == counted
+    assert survival_verdicts(snap, policy, plan, judged=True) == survival_verdicts(
+        snap, policy, plan
+    )

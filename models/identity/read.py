@@ -35,7 +35,7 @@ _FORMATIONS: Mapping[str, Reader] = {
 }
 
 
-_Known = tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
+Known = tuple[Pod, StatefulSetFacts | None, Identified | Unidentified, tuple[Issue, ...]]
 """A pod, its StatefulSet's facts, the identity read from them, and the issues that reading
 reported."""
 
@@ -50,25 +50,31 @@ class IdentityMemo:
     """
 
     def __init__(self) -> None:
-        self._known: dict[str, _Known] = {}
+        self._known: dict[str, Known] = {}
 
     def read(
         self, pods: Sequence[Pod], sets: StatefulSets, policy: Policy, issues: list[Issue]
     ) -> dict[str, Identified | Unidentified]:
         out: dict[str, Identified | Unidentified] = {}
-        known: dict[str, _Known] = {}
+        known: dict[str, Known] = {}
         for pod in pods:
-            facts = owner_set(pod, sets)
-            entry = self._known.get(pod.key)
-            if entry is None or not _reads_alike(entry[0], pod) or entry[1] != facts:
-                own: list[Issue] = []
-                found = labels.read([pod], sets, policy, own)[pod.key]
-                entry = (pod, facts, found, tuple(own))
+            entry = read_own(pod, sets, policy, self._known.get(pod.key))
             known[pod.key] = entry
             out[pod.key] = entry[2]
             issues.extend(entry[3])
         self._known = known  # pods gone since are forgotten
         return out
+
+
+def read_own(pod: Pod, sets: StatefulSets, policy: Policy, earlier: Known | None) -> Known:
+    """One pod's identity under a per-pod formation, ``earlier``'s when it still holds (the pod
+    reads alike and its StatefulSet's facts are the same)."""
+    facts = owner_set(pod, sets)
+    if earlier is not None and _reads_alike(earlier[0], pod) and earlier[1] == facts:
+        return earlier
+    own: list[Issue] = []
+    found = labels.read([pod], sets, policy, own)[pod.key]
+    return (pod, facts, found, tuple(own))
 
 
 def _reads_alike(before: Pod, now: Pod) -> bool:

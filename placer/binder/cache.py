@@ -36,6 +36,41 @@ def _version(obj: Mapping[str, Any]) -> int:
     return int(raw) if str(raw).isdigit() else 0
 
 
+class PodFeed:
+    """One reader's view of which pods changed: every key written or removed since it last
+    asked, or ``relisted`` when a list replaced everything (then it reads them all)."""
+
+    def __init__(self) -> None:
+        self.changed: set[PodKey] = set()
+        self.relisted = True
+
+
+class _TrackedPods(dict[PodKey, dict[str, Any]]):
+    """The cache's pods, telling every feed which keys are written or removed: a reader that
+    keeps its own view (the incremental snapshot) asks what changed rather than reading all."""
+
+    def __init__(self, feeds: list[PodFeed], *args: Any) -> None:
+        super().__init__(*args)
+        self.feeds = feeds
+
+    def _note(self, key: PodKey) -> None:
+        for feed in self.feeds:
+            feed.changed.add(key)
+
+    def __setitem__(self, key: PodKey, value: dict[str, Any]) -> None:
+        self._note(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: PodKey) -> None:
+        self._note(key)
+        super().__delitem__(key)
+
+    def pop(self, key: PodKey, *default: Any) -> Any:
+        if key in self:
+            self._note(key)
+        return super().pop(key, *default)
+
+
 class ClusterCache:
     """Thread-safe: the watch thread applies events while the decision loop reads copies."""
 
@@ -44,7 +79,8 @@ class ClusterCache:
         self.namespace = namespace
         self._lock = threading.RLock()
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.pods: dict[PodKey, dict[str, Any]] = {}
+        self._feeds: list[PodFeed] = []
+        self.pods: dict[PodKey, dict[str, Any]] = _TrackedPods(self._feeds)
         self.statefulsets: list[dict[str, Any]] = []
         self.version: str | None = None
         self.node_version: str | None = None
@@ -73,7 +109,11 @@ class ClusterCache:
             # Assumptions outlive a relist: the writes behind them may still be in flight.
             self._truth = {k: listed[k] for k in self._assumed if k in listed}
             self._assumed = {k: a for k, a in self._assumed.items() if k in self._truth}
-            self.pods = {k: self._with_assumption(k, p) for k, p in listed.items()}
+            self.pods = _TrackedPods(
+                self._feeds, {k: self._with_assumption(k, p) for k, p in listed.items()}
+            )
+            for feed in self._feeds:
+                feed.relisted, feed.changed = True, set()
             self.statefulsets = statefulsets
             self.version = version
             self.node_version = node_version
@@ -339,6 +379,30 @@ class ClusterCache:
         """Pods counted on a node the server has not recorded yet: pod -> node."""
         with self._lock:
             return {k: node for k, (_, node, _) in self._assumed.items()}
+
+    def pod_feed(self) -> PodFeed:
+        """A new reader's feed of pod changes (its first answer: read everything)."""
+        with self._lock:
+            feed = PodFeed()
+            self._feeds.append(feed)
+            return feed
+
+    def pod_changes(
+        self, feed: PodFeed, also: Iterable[PodKey] = ()
+    ) -> dict[PodKey, dict[str, Any] | None] | None:
+        """The pods written or removed since ``feed`` last asked, and those of ``also``, as they
+        are now (None: gone); None when a list replaced everything since (read them all)."""
+        with self._lock:
+            if feed.relisted:
+                feed.relisted, feed.changed = False, set()
+                return None
+            keys, feed.changed = feed.changed, set()
+            keys.update(also)
+            return {key: self.pods.get(key) for key in keys}
+
+    def objects_statefulsets(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.statefulsets)
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""

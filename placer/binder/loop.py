@@ -264,7 +264,13 @@ class Binder:
         now: float,
         report: StepReport,
     ) -> None:
-        reads = (self.reader.reads, self.reader.read_seconds)
+        reader = self.reader
+        reads = (
+            reader.reads,
+            reader.read_seconds,
+            reader.read_cpu_seconds,
+            reader.builder.whole_builds,
+        )
         solved = self.solving.solve_batch(snapshot, shards, report, self._solve, reads)
         batch_id = solved.batch_id
         summary = self.solving.summary(solved)

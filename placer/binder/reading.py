@@ -15,9 +15,10 @@ from typing import Any, Protocol
 
 from models.cluster import Pod
 from models.errors import InputError
-from models.kube_objects import ParseCache, build_snapshot
+from models.kube_objects import ParseCache
 from models.policy import Policy
 from models.snapshot import Snapshot
+from models.snapshot_builder import SnapshotBuilder
 from placer.binder.cache import ClusterCache, PodKey, pod_key_of
 from placer.binder.config import BinderConfig
 from placer.binder.refusals import Refusals
@@ -149,12 +150,27 @@ class Reader:
         self.reads = 0
         self.read_seconds = 0.0
         """How often, and for how long in all, the snapshot was rebuilt (logged per solve)."""
+        self.read_cpu_seconds = 0.0
+        """Of which this thread's CPU (the rest: waiting for the GIL, as the writes hold it)."""
         self.recent_read_seconds = 0.0
         """What a rebuild costs now: an average weighted to the latest, as the cluster grows."""
         self.ordered_pending = False
         """The last snapshot had pending members of an ordered shard (never held)."""
         self._pinned: tuple[int, int] = (-1, 0)
         """(cache generation, pins waiting for kube-scheduler then)."""
+        self.builder = SnapshotBuilder(policy, parse_cache)
+        self._feed = cache.pod_feed()
+        self._nodes_read: dict[str, Mapping[str, Any]] = {}
+        self._view: dict[PodKey, Mapping[str, Any]] = {}
+        """Each pod as the snapshot reads it (ours without refused nodes, pins on their node);
+        pods left out are absent."""
+        self._ours: dict[PodKey, str] = {}
+        self._raw: dict[PodKey, dict[str, Any]] = {}
+        self._unreadable: dict[PodKey, str] = {}
+        self._recheck: set[PodKey] = set()
+        """Pods read again at every build though unchanged: ours and the pinned, whose
+        refused nodes change with time and other pods' events."""
+        self._pins: dict[PodKey, tuple[dict[str, Any], str, dict[str, Any]]] = {}
 
     # -- which pods are ours -------------------------------------------------------------
 
@@ -225,9 +241,10 @@ class Reader:
         generation = (self.cache.generation, volume_epoch(self.lists_volumes, time.monotonic()))
         if self.last_read is not None and self.last_read[0] == generation:
             return self.last_read[1]
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         with collector_paused():  # a new Snapshot, its members and indexes: all kept
             result = self.build()
+        self.read_cpu_seconds += time.thread_time() - cpu
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
         took = time.monotonic() - started
         self.reads += 1
@@ -240,62 +257,108 @@ class Reader:
 
     def build(self) -> Read:
         """Objects that do not parse are left out with a log line (and an event on our own
-        pods) rather than stopping the binder: one bad pod must not hold up every shard."""
-        nodes, pods, statefulsets = self.cache.objects()
-        objects: list[Mapping[str, Any]] = []
-        for node in nodes:
-            try:
-                self.parse_cache.node(node, self.policy, [])
-            except InputError as exc:
-                log.warning("node skipped: %s", exc)
-                continue
-            objects.append(node)
-        ours: dict[PodKey, str] = {}
-        raw: dict[PodKey, dict[str, Any]] = {}
-        unreadable: dict[PodKey, str] = {}
-        for pod in pods:
-            key = pod_key_of(pod)
-            mine = self.is_ours(pod)
-            try:
-                self.parse_cache.pod(pod)
-            except InputError as exc:
-                if mine:
-                    raw[key] = pod
-                    unreadable[key] = f"cannot read the pod: {exc}"
-                log.warning("pod skipped: %s", exc)
-                continue
-            if mine:
-                ours[key] = f"{key[0]}/{key[1]}"
-                raw[key] = pod
-                objects.append(self.refusals.without_refused(pod))
-            elif not spec(pod).get("nodeName") and self.managed(pod):
-                pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
-                if pin is not None and not self.refusals.observe(pod, pin):
-                    objects.append({**pod, "spec": {**spec(pod), "nodeName": pin}})
-                # Otherwise another scheduler's pending pod: not ours to place or count.
-            else:
-                objects.append(pod)
-        parsed = [self.parse_cache.pod(raw[k]) for k in ours]  # parsed above: cache hits
+        pods) rather than stopping the binder: one bad pod must not hold up every shard.
+
+        Only the pods the watch changed since the last build are read again (and our pending
+        ones, whose refused nodes change without an event); the snapshot follows them pod by
+        pod (``SnapshotBuilder``)."""
+        changes = self.cache.pod_changes(self._feed, also=self._recheck)
+        if changes is None:
+            self._classified_all()
+            changed: set[PodKey] | None = None
+        else:
+            for key, pod in changes.items():
+                self._classify(key, pod)
+            changed = set(changes)
+        nodes = dict(self.cache.nodes)
+        for name in [n for n, node in nodes.items() if not self._node_reads(node)]:
+            del nodes[name]
+        statefulsets = self.cache.objects_statefulsets()
+        ours = {k: self._ours[k] for k in sorted(self._ours)}
+        raw, unreadable = dict(self._raw), dict(self._unreadable)
+        parsed = [self.parse_cache.pod(raw[k]) for k in ours]  # parsed when classified
         unknown = _unknown_owners(parsed, statefulsets) - self.owners_sought
         if unknown:
             self.owners_sought |= unknown  # one extra list per new owner, not one per step
             # A StatefulSet newer than our list: its replicas are the shard's size, and
             # without them the shard would be placed before all its members arrive.
             self.cache.refresh_statefulsets()
-            statefulsets = self.cache.objects()[2]
-        objects.extend(statefulsets)
+            statefulsets = self.cache.objects_statefulsets()
         volumes, refused = volume_inputs(self.adapter, parsed, self.config.enforce == "bind")
         self.lists_volumes = bool(volumes)
+        view: Mapping[PodKey, Mapping[str, Any]] = self._view
         if refused:  # bind mode binds no volume: such pods are refused, and left out
-            objects = [o for o in objects if o.get("kind") != "Pod" or pod_key_of(o) not in refused]
+            view = {k: o for k, o in self._view.items() if k not in refused}
+            changed = None
             unreadable.update({k: why for k, why in refused.items() if ours.pop(k, None)})
-        objects.extend(volumes)
-        snapshot = build_snapshot(objects, self.policy, self.parse_cache)
+        snapshot = self.builder.build(nodes, view, statefulsets, volumes, changed=changed)
         self.forget_gone(raw)
         for key, reason in unreadable.items():
             self.note_decision([key], raw, "reject", reason)
             del raw[key]
         return snapshot, ours, raw
+
+    def _node_reads(self, node: Mapping[str, Any]) -> bool:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        if self._nodes_read.get(name) is node:
+            return True  # the same object as last time, read then
+        try:
+            self.parse_cache.node(node, self.policy, [])
+        except InputError as exc:
+            log.warning("node skipped: %s", exc)
+            return False
+        self._nodes_read[name] = node
+        return True
+
+    def _classified_all(self) -> None:
+        """Every pod read again: after a list replaced the cache."""
+        self._view, self._ours, self._raw, self._unreadable = {}, {}, {}, {}
+        self._recheck, self._pins = set(), {}
+        for pod in self.cache.objects()[1]:
+            self._classify(pod_key_of(pod), pod)
+
+    def _classify(self, key: PodKey, pod: dict[str, Any] | None) -> None:
+        """Whether a pod is ours (pending, to place), counts on a node (bound, or pinned in
+        gate mode), or is left out, and how the snapshot sees it."""
+        for kept in (self._view, self._ours, self._raw, self._unreadable, self._pins):
+            kept.pop(key, None)
+        self._recheck.discard(key)
+        if pod is None:
+            return
+        mine = self.is_ours(pod)
+        try:
+            self.parse_cache.pod(pod)
+        except InputError as exc:
+            if mine:
+                self._raw[key] = pod
+                self._unreadable[key] = f"cannot read the pod: {exc}"
+                self._recheck.add(key)
+            log.warning("pod skipped: %s", exc)
+            return
+        if mine:
+            self._ours[key] = f"{key[0]}/{key[1]}"
+            self._raw[key] = pod
+            self._view[key] = self.refusals.without_refused(pod)
+            self._recheck.add(key)  # its refused nodes may change without an event
+        elif not spec(pod).get("nodeName") and self.managed(pod):
+            pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
+            if pin is not None:
+                self._recheck.add(key)
+                if not self.refusals.observe(pod, pin):
+                    self._view[key] = self._pinned_view(key, pod, pin)
+            # Otherwise another scheduler's pending pod: not ours to place or count.
+        else:
+            self._view[key] = pod
+
+    def _pinned_view(self, key: PodKey, pod: dict[str, Any], pin: str) -> dict[str, Any]:
+        """A pinned pod counted on its node: one object while the pod is the same, so the
+        snapshot does not read it again."""
+        kept = self._pins.get(key)
+        if kept is not None and kept[0] is pod and kept[1] == pin:
+            return kept[2]
+        view = {**pod, "spec": {**spec(pod), "nodeName": pin}}
+        self._pins[key] = (pod, pin, view)
+        return view
 
     def forget_gone(self, raw: Mapping[PodKey, dict[str, Any]]) -> None:
         for key in [k for k in self.first_seen if k not in raw]:

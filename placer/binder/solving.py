@@ -100,19 +100,20 @@ class Solving:
         shards: list[str],
         report: StepReport,
         solver: Callable[[Snapshot], Plan],
-        reads: tuple[int, float],
+        reads: tuple[int, float, float, int],
     ) -> Solved:
         """Solve ``shards`` with ``solver``, count the solve and log it (with ``reads``: how
-        many snapshots were built so far, in how long)."""
+        many snapshots were built so far, in how long, of which this thread's CPU, and how
+        many of them whole rather than from the last)."""
         ready = set(shards)
         members = [m for m in snapshot.members if not m.pod.pending or m.shard_key in ready]
         # Room for the members ordered shards will have later (never enforced: no pod).
         batch = snapshot.model_copy(update={"members": (*members, *expected_members(snapshot))})
         batch_id = f"{self.run_id}-{next(self.batches)}"
         solved_pods = sum(1 for m in members if m.pod.pending)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         plan = solver(batch)
-        seconds = time.monotonic() - started
+        seconds, cpu = time.monotonic() - started, time.thread_time() - cpu
         self.sizer.observe(
             solved_pods, seconds, plan.status, self.budget(), plan.objective, plan.bound
         )
@@ -130,7 +131,7 @@ class Solving:
         )
         log.info(
             "solve batch=%s pods=%d shards=%d status=%s seconds=%.3f objective=%g bound=%g "
-            "next_batch_pods=%d snapshots=%d (%.2fs)",
+            "next_batch_pods=%d cpu=%.3f snapshots=%d (%.2fs, cpu %.2fs, %d whole)",
             batch_id,
             solved_pods,
             len(shards),
@@ -139,15 +140,16 @@ class Solving:
             plan.objective,
             plan.bound,
             self.sizer.pods,
-            reads[0],
-            reads[1],
+            cpu,
+            *reads,
         )
         return Solved(plan, batch, batch_id, seconds)
 
     def summary(self, solved: Solved) -> str:
         """What each Scheduled event of the batch says about the batch."""
         clusters = {m.cluster for m in solved.batch.members if m.pod.pending}
-        survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters)
+        judged = self.config.solver == "cp-sat"  # its plan carries the checker's verdict
+        survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters, judged)
         if self.config.solver == "cp-sat":
             return f"{plan_summary(solved.plan, solved.seconds)}; {survival_summary(survival)}"
         return (
