@@ -5,7 +5,7 @@ snapshot a reader that has never seen the cluster builds whole from the same cac
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from models.kube_objects import ParseCache
@@ -85,6 +85,9 @@ operations = st.lists(
 @pytest.mark.parametrize("enforce", ["bind", "gate"])
 @settings(max_examples=60, deadline=None)
 @given(steps=operations)
+@example(  # someone else binds a pod to the node we assumed, without our role annotation
+    steps=[("create", "r1", 0, None), ("assume", "r1", "n0"), ("bind", "r1", "n0")]
+)
 def test_the_binders_snapshot_equals_one_read_whole(enforce: str, steps: list[Any]) -> None:
     fake = FakeKubeAdapter(nodes=[node(n, f"z{i % 3}", f"r{i}") for i, n in enumerate(NODES)])
     binder = Binder(fake, Policy(), BinderConfig(enforce=enforce))  # type: ignore[arg-type]

@@ -232,9 +232,10 @@ class ClusterCache:
         ``listed`` is the count of lists when the event's watch began; a watch older than the
         latest list stops (it is polled again from the list's version).
 
-        The echo of our own binding (the node we assumed, now the server's) changes nothing
-        a decision reads: it is stored without counting as a change, so it neither wakes the
-        loop nor makes it rebuild its snapshot.
+        The echo of our own binding (the node we assumed, now the server's, with the
+        annotations our write added) changes nothing a decision reads: it is stored without
+        counting as a change, so it neither wakes the loop nor makes it rebuild its snapshot.
+        A binding by someone else to the same node is a change.
         """
         obj = event.object
         with self._lock:
@@ -254,6 +255,7 @@ class ClusterCache:
                 and assumed is not None
                 and (obj.get("spec") or {}).get("nodeName") == assumed[1]
                 and str((obj.get("metadata") or {}).get("uid") or "") == assumed[0]
+                and _carries(obj, assumed[2])
             ):
                 self._assumed.pop(key, None)
                 self._truth.pop(key, None)
@@ -433,3 +435,9 @@ def _same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     uid_a = (a.get("metadata") or {}).get("uid")
     uid_b = (b.get("metadata") or {}).get("uid")
     return not uid_a or not uid_b or uid_a == uid_b
+
+
+def _carries(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> bool:
+    """Whether the server's pod has every annotation our write added (the view had them)."""
+    held = (pod.get("metadata") or {}).get("annotations") or {}
+    return all(held.get(k) == v for k, v in annotations.items())
