@@ -13,7 +13,7 @@ from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
 from placer.binder.holding import Holding, StepReport
 from placer.binder.loop import Binder, BinderConfig
 from placer.kube.fake import FakeKubeAdapter
-from tests.kube_dicts import node, redis_pod, snapshot
+from tests.kube_dicts import node, other_pod, redis_pod, snapshot
 
 
 def _job(shard: str, pods: int) -> ShardJob:
@@ -194,3 +194,31 @@ def test_a_step_inside_the_window_with_too_few_pods_for_a_batch_waits_unread() -
     quick = _holding(_Busy(backlog=6, drain=0.1), sizer)
     quick.window_opened = 0.0
     assert quick.unread_wait(lambda: 6, 4.0, True, False) is None  # the enforcer runs dry first
+
+
+def test_while_none_of_ours_is_pending_the_running_loop_reads_at_most_once_a_second() -> None:
+    """Gate mode's kube-scheduler binds the pins fifty a second, each an event of a pod that
+    is not ours to place: a quiet step knows that from the cache, without a snapshot."""
+    nodes = [node(f"n{i}", "abc"[i % 3], f"r{i % 2}") for i in range(12)]
+    shard = [redis_pod(f"c-0-{r}", "c", 0, None, schedulerName="redis-placer") for r in range(3)]
+    fake = FakeKubeAdapter(nodes=nodes, pods=shard)
+    binder = Binder(fake, Policy.model_validate({"permit": {"batchWindowSeconds": 0}}))
+    assert len(binder.step(now=0.0).bound) == 3
+    binder._plan(0.0, quiet=True)  # reads what the step bound
+    reads = binder.reader.reads
+    fake.add_pod(other_pod("o1", "n0", "100m", "64Mi"))  # another pod's event
+    binder.cache.poll(0)
+    report = binder._plan(0.4, quiet=True)
+    assert binder.reader.reads == reads and not report.read
+    assert report.next_step_in == pytest.approx(0.6)  # until a second has passed
+    assert binder._plan(0.5).read and binder.reader.reads == reads + 1  # a step by hand reads
+    fake.add_pod(other_pod("o2", "n1", "100m", "64Mi"))
+    binder.cache.poll(0)
+    assert not binder._plan(0.9, quiet=True).read
+    binder._plan(1.6, quiet=True)  # a second after the last read: read again
+    assert binder.reader.reads == reads + 2
+    for r in range(3):  # a pod of ours is read at once, however recent the last read
+        fake.add_pod(redis_pod(f"c-1-{r}", "c", 1, None, schedulerName="redis-placer"))
+    binder.cache.poll(0)
+    report = binder._plan(1.7, quiet=True)
+    assert report.read and binder.reader.reads == reads + 3 and report.solve_status is not None

@@ -27,6 +27,12 @@ LEAD_MARGIN = 1.5
 the enforcer runs out of work (``Holding._runs_dry``)."""
 
 
+QUIET_READ_SECONDS = 1.0
+"""While none of our pods is pending, the running loop reads the cluster at most this often:
+every other pod's event (kube-scheduler binding the pins, in gate mode, fifty a second) would
+otherwise rebuild the snapshot only to find nothing to place. What such a read still catches
+(a pin kube-scheduler refused, a shard's PodDisruptionBudget) waits at most this long."""
+
 GATE_SLACK = 1.0
 """Gate mode: seconds of kube-scheduler's work kept in hand beyond the next batch's expected
 lead. Its QPS is the pipeline's limit, so an idle second costs a second of the whole run,
@@ -46,6 +52,9 @@ class StepReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     unplaced: list[tuple[str, str]] = field(default_factory=list)
     next_step_in: float = IDLE_SECONDS
+    read: bool = True
+    """Whether the step read the cluster (False: it knew without a snapshot that no batch
+    was due)."""
 
 
 @dataclass(frozen=True)
@@ -176,21 +185,31 @@ class Holding:
         return Selection(batch, members_by_shard, len(ready))
 
     def unread_wait(
-        self, count_pending: Callable[[], int], now: float, streaming: bool, ordered: bool
+        self,
+        count_pending: Callable[[], int],
+        now: float,
+        streaming: bool,
+        ordered: bool,
+        read_at: float | None = None,
     ) -> float | None:
         """How long to sleep when ``select`` would surely find no batch due, so the snapshot
         need not be rebuilt to learn that; None when a batch may be due.
 
-        Two cases. A whole batch still waits for the enforcer: no batch is due whatever the
+        Three cases. A whole batch still waits for the enforcer: no batch is due whatever the
         cluster holds, and the enforcer's next outcome wakes the loop (``IDLE_SECONDS``). Or an
         open batch window (one opens only once a step found shards ready) with fewer of our
         pending pods than a batch, ready or not (``count_pending``, asked only then), and the
         enforcer busy for longer than their solve would take: the rest of the window. Ordered
-        shards skip the window, so while any are pending the second case never answers.
+        shards skip the window, so while any are pending the second case never answers. Or,
+        given ``read_at`` (when the running loop last read the cluster), none of our pods
+        pending and a read less than ``QUIET_READ_SECONDS`` ago: until that interval ends (a
+        pod of ours arriving wakes the loop, and is counted then).
         """
         if self.enforcer.backlog_pods >= self.sizer.pods:
             return IDLE_SECONDS
         if self.window_opened is None or ordered:
+            if read_at is not None and now - read_at < QUIET_READ_SECONDS and not count_pending():
+                return QUIET_READ_SECONDS - (now - read_at)
             return None
         remaining = self._window_left(now, self.window_opened)
         if remaining <= 0:

@@ -125,6 +125,8 @@ class Binder:
         self.run_id = secrets.token_hex(4)
         """Names this process's batches (``<run_id>-<n>``) in logs and pod annotations."""
         self._leading: Callable[[], bool] = lambda: True
+        self._read_at: float | None = None
+        """When the last step read the cluster (``_plan``'s quiet steps count from it)."""
         self.follow_nodes = False
         """True while a node watch keeps the cache's nodes current (``run`` starts one); a
         caller that steps by hand gets a fresh node list before every batch instead."""
@@ -202,23 +204,38 @@ class Binder:
             raise errors[0]  # a caller stepping by hand sees what stopped a shard
         return report
 
-    def _reconcile_pdbs(self, now: float) -> None:
-        """``--manage-pdbs``: a PodDisruptionBudget for each shard placed, gone with it."""
-        if self.pdbs is not None:
-            self.pdbs.reconcile(self._read()[0], self.cache.statefulsets, now)
+    def _reconcile_pdbs(self, now: float, report: StepReport | None = None) -> None:
+        """``--manage-pdbs``: a PodDisruptionBudget for each shard placed, gone with it. A
+        step that read nothing (``report.read`` False) looks at the last snapshot read."""
+        if self.pdbs is None:
+            return
+        if report is None or report.read:
+            snapshot = self._read()[0]
+        elif self.reader.last_read is not None:
+            snapshot = self.reader.last_read[1][0]
+        else:
+            return
+        self.pdbs.reconcile(snapshot, self.cache.statefulsets, now)
 
-    def _plan(self, now: float, streaming: bool = False) -> StepReport:
+    def _plan(self, now: float, streaming: bool = False, quiet: bool = False) -> StepReport:
         """Decide, and if a batch is due (``Holding.select``), solve it and hand it to the
-        enforcer (no waiting)."""
+        enforcer (no waiting). ``quiet`` (the running loop): while none of our pods is pending,
+        the cluster is read at most every ``QUIET_READ_SECONDS``."""
         report = StepReport()
         if self.cache.synced:
             wait = self.holding.unread_wait(
-                self.reader.pending_ours, now, streaming, self.reader.ordered_pending
+                self.reader.pending_ours,
+                now,
+                streaming,
+                self.reader.ordered_pending,
+                self._read_at if quiet else None,
             )
             if wait is not None:  # no batch can be due: the step waits without a snapshot
                 report.next_step_in = wait
+                report.read = False
                 return report
         self.reader.refresh(now, self.follow_nodes, self._resync)
+        self._read_at = now
         snapshot, ours, raw = self._read()
         self.metrics.pending_pods.set(len(ours))
         self.metrics.gated_pods.set(
@@ -371,9 +388,9 @@ class Binder:
                 wake.clear()
                 now = self.clock()
                 try:
-                    report = self._plan(now, streaming=streaming or self.enforcer.busy)
+                    report = self._plan(now, streaming=streaming or self.enforcer.busy, quiet=True)
                     self._finish(report, now)
-                    self._reconcile_pdbs(now)
+                    self._reconcile_pdbs(now, report)
                     streaming = report.solve_status is not None
                 except Exception:
                     log.exception("step failed; retrying")
