@@ -117,7 +117,8 @@ def test_the_echo_of_an_assumed_binding_changes_nothing_a_decision_reads() -> No
     assert cache.assume(("default", "r-1"), uid, "n2", {"redis-placer.io/role": "replica"})
     assert cache.pods[("default", "r-1")]["spec"]["nodeName"] == "n2"
     assumed_at = cache.generation
-    assert fake.bind_pod("default", "r-1", uid, "n2").ok
+    # The Binding carries the annotations the assumption added, as the binder writes it.
+    assert fake.bind_pod("default", "r-1", uid, "n2", {"redis-placer.io/role": "replica"}).ok
     woken: list[int] = []
     assert cache.poll(0, on_event=lambda: woken.append(1)) == 1
     assert woken == [] and cache.generation == assumed_at
@@ -148,3 +149,21 @@ def test_a_watch_begun_before_a_list_gives_way_to_one_from_the_lists_version(
     assert ("default", "r-c") not in cache.pods
     assert cache.poll(0) == 2  # a new watch from the list's version brings both
     assert {("default", "r-b"), ("default", "r-c")} <= set(cache.pods)
+
+
+def test_a_binding_to_the_assumed_node_without_our_annotations_is_a_change() -> None:
+    """Someone else bound the pod where we assumed it: what the snapshot read (our role
+    annotation) is not what the server holds, so it counts."""
+    fake, cache = _cluster()
+    fake.add_pod(redis_pod("r-1", "c", 0, "replica"))
+    cache.poll(0)
+    uid = cache.pods[("default", "r-1")]["metadata"]["uid"]
+    assert cache.assume(("default", "r-1"), uid, "n2", {"redis-placer.io/role": "master"})
+    assumed_at = cache.generation
+    assert fake.bind_pod("default", "r-1", uid, "n2").ok
+    woken: list[int] = []
+    assert cache.poll(0, on_event=lambda: woken.append(1)) == 1
+    assert woken == [1] and cache.generation > assumed_at
+    pod = cache.pods[("default", "r-1")]
+    assert "redis-placer.io/role" not in (pod["metadata"].get("annotations") or {})
+    assert cache._assumed == {}
