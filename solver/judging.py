@@ -393,21 +393,26 @@ class RunningVerdict:
         state.balance = sum(max(0, len(k) - 1) for k in state.node_masters.values())
 
     def _loss(
-        self, state: _State, at: _Domain
-    ) -> tuple[tuple[frozenset[str], tuple[tuple[str, int, int], ...]], list[str], list[str]]:
-        """What losing one domain takes down: the shards and the (cluster, left, total) of
-        clusters short of a majority, and both as a signature."""
+        self, state: _State, at: _Domain, short: set[str]
+    ) -> tuple[frozenset[str], tuple[tuple[str, int, int], ...]]:
+        """What losing one domain takes down, as a signature: the shards, and the (cluster,
+        left, total) of clusters short of a majority. ``short``: the clusters short of a
+        majority whatever is lost; any other falls short only by losing masters here."""
         level, domain = at
         total, alive = state.masters_total, state.masters_alive
         masters_in = state.dom_masters[level].get(domain, {})
-        lost = state.dead | state.dom_whole[level].get(domain, set())
+        whole = state.dom_whole[level].get(domain)
+        lost = state.dead | whole if whole else state.dead
         clusters = []
-        for k, n in total.items():
+        for k in short | masters_in.keys():
+            n = total.get(k)
+            if n is None:
+                continue
             left = alive.get(k, 0) - masters_in.get(k, 0)
             if 2 * left <= n:
                 clusters.append((k, left, n))
         clusters.sort()
-        return (lost, tuple(clusters)), sorted(lost), [k for k, _, _ in clusters]
+        return lost, tuple(clusters)
 
     def _domains(self, state: _State, touched: set[_Domain]) -> None:
         """Survive violations (hard at ``rules.survive``'s level, soft elsewhere): rebuilt for
@@ -416,15 +421,18 @@ class RunningVerdict:
         for at in list(state.losses):
             if at not in state.here:
                 del state.losses[at]
+        alive = state.masters_alive
+        short = {k for k, n in state.masters_total.items() if 2 * alive.get(k, 0) <= n}
         for at in state.here:
-            signature, lost, clusters = self._loss(state, at)
+            signature = self._loss(state, at, short)
             cached = state.losses.get(at)
             if at not in touched and cached is not None and cached[0] == signature:
                 continue
             state.losses.pop(at, None)
-            if not lost and not clusters:
+            failing, short_here = signature
+            if not failing and not short_here:
                 continue
-            failing, failing_clusters = set(lost), set(clusters)
+            failing_clusters = {k for k, _, _ in short_here}
             shards = state.here[at]
             pods = sorted(
                 f.key
@@ -441,8 +449,8 @@ class RunningVerdict:
                 domain,
                 pods,
                 sorted(state.dom_nodes[at]),
-                lost,
-                list(signature[1]),
+                sorted(failing),
+                list(short_here),
                 severity,
             )
             state.losses[at] = (signature, violation)
