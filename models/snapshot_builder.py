@@ -176,9 +176,8 @@ class SnapshotBuilder:
         self._domain_issues = tuple(missing)
         self._pieces, self._order, self._shards, self._parts = {}, order, {}, {}
         touched: set[str] = set()
-        for key in order:
-            earlier = self._pieces.get(key)
-            self._add(key, self._piece(pods[key], earlier), touched)
+        for key in order:  # a whole build reads every identity afresh
+            self._add(key, self._piece(pods[key], None), touched)
         for shard in touched:
             self._judge(shard)
         self._ready = True

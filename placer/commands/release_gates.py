@@ -29,14 +29,9 @@ from placer.commands.options import (
 from placer.inputs.files import read_policy
 from placer.inputs.live import connect
 from placer.kube.adapter import KubeAdapter, KubeApiError, PatchOutcome
-from placer.kube.objects import gate_names
+from placer.kube.objects import gate_names, pod_key
 
 ATTEMPTS = 3  # a pod that changed under us is read again, at most this often
-
-
-def _key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 @dataclass
@@ -65,7 +60,7 @@ def waiting_pods(pods: Iterable[Mapping[str, Any]], policy: Policy) -> Waiting:
         elif managed and spec.get("schedulerName") == policy.scheduler_name:
             found.scheduled_by_binder.append(dict(pod))
     for pods_of_a_kind in (found.gated, found.scheduled_by_binder, found.gated_unmanaged):
-        pods_of_a_kind.sort(key=_key)
+        pods_of_a_kind.sort(key=pod_key)
     return found
 
 
@@ -173,26 +168,26 @@ def command(
     released, left = 0, 0
     for pod in found.gated:
         if dry_run:
-            click.echo(f"would release {_key(pod)}")
+            click.echo(f"would release {pod_key(pod)}")
             left += 1
             continue
         why_not = release(adapter, pod)
         if why_not in ("", "gone", "bound meanwhile"):
             released += 1
-            click.echo(f"released {_key(pod)}" + (f" ({why_not})" if why_not else ""))
+            click.echo(f"released {pod_key(pod)}" + (f" ({why_not})" if why_not else ""))
         else:
             left += 1
-            click.echo(f"not released {_key(pod)}: {why_not}")
+            click.echo(f"not released {pod_key(pod)}: {why_not}")
     for pod in found.scheduled_by_binder:
         left += 1
-        ns, name = _key(pod).split("/", 1)
+        ns, name = pod_key(pod).split("/", 1)
         click.echo(
-            f"waiting {_key(pod)}: its schedulerName {policy.scheduler_name} (bind mode) cannot "
+            f"waiting {pod_key(pod)}: its schedulerName {policy.scheduler_name} (bind mode) cannot "
             f"change; delete it for its controller to recreate it: kubectl -n {ns} delete pod {name}"
         )
     for pod in found.gated_unmanaged:
         click.echo(
-            f"warning: {_key(pod)} carries {PLACEMENT_GATE} but the policy's selector does not "
+            f"warning: {pod_key(pod)} carries {PLACEMENT_GATE} but the policy's selector does not "
             "select it; left as it is (pass the policy that manages it with -p)",
             err=True,
         )
