@@ -769,11 +769,19 @@ def _check_survive(policy: Policy, view: _View) -> list[Violation]:
     return violations
 
 
-def domain_takes(snapshot: Snapshot, plan: Plan, level: Level) -> list[DomainTakes]:
-    """Per domain at ``level`` and Redis cluster: what that one domain's loss takes (a master
-    majority, whole shards), for the domains that take something."""
+def domain_takes(
+    snapshot: Snapshot, plan: Plan, levels: Iterable[Level]
+) -> dict[Level, list[DomainTakes]]:
+    """Per level, per domain and Redis cluster: what that one domain's loss takes (a master
+    majority, whole shards), for the domains that take something. The plan's placement is
+    walked once for every level."""
+    view = _View(snapshot, plan)
+    return {level: _level_takes(view, level) for level in levels}
+
+
+def _level_takes(view: _View, level: Level) -> list[DomainTakes]:
     found = []
-    for loss in _domain_losses(_View(snapshot, plan), level):
+    for loss in _domain_losses(view, level):
         if loss.domain is None:
             continue  # nodes without the label: no one domain to lose
         lost_shards: dict[str, list[str]] = defaultdict(list)

@@ -14,7 +14,7 @@ from models.cluster import Member, Node
 from models.plan import LevelVerdict, Plan
 from models.policy import Level, Policy
 from models.snapshot import Snapshot
-from solver.check import domain_takes, survival_levels
+from solver.check import domain_takes, final_placement, survival_levels
 from solver.predicates import node_accepts_new_pods
 
 
@@ -152,29 +152,25 @@ def survival_verdicts(
     survive violations, so with none of them no domain is counted loss by loss."""
     impossible = unsurvivable(snapshot, policy)
     nodes = snapshot.node_by_name
-    placed = {a.pod: a.node for a in plan.assignments}
-    unplaced = {u.pod for u in plan.unplaced}
+    held_nodes = [
+        nodes[name]
+        for name, _ in final_placement(snapshot, plan).values()
+        if name is not None and name in nodes
+    ]
+    levels = survival_levels(policy, snapshot.nodes)
     may_take = not judged or any(v.rule == "survive" for v in plan.violations)
-    verdicts = []
-    for level in survival_levels(policy, snapshot.nodes):
-        held: set[str | None] = set()
-        for m in snapshot.members:
-            name = None if m.key in unplaced else placed.get(m.key, m.pod.node_name)
-            node = nodes.get(name or "")
-            if node is not None and node.domain(level) is not None:
-                held.add(node.domain(level))
-        takes = domain_takes(snapshot, plan, level) if may_take else []
-        verdicts.append(
-            LevelVerdict(
-                level=level,
-                domains=len(held),
-                survived=not takes,
-                severity="hard" if policy.rules.survive == level else "soft",
-                takes=takes,
-                cannot_survive=impossible.get(level, []),
-            )
+    takes = domain_takes(snapshot, plan, levels) if may_take else {}
+    return [
+        LevelVerdict(
+            level=level,
+            domains=len({n.domain(level) for n in held_nodes} - {None}),
+            survived=not takes.get(level),
+            severity="hard" if policy.rules.survive == level else "soft",
+            takes=takes.get(level, []),
+            cannot_survive=impossible.get(level, []),
         )
-    return verdicts
+        for level in levels
+    ]
 
 
 def verdicts_for(
