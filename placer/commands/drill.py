@@ -17,6 +17,7 @@ from placer.commands.options import (
     finish,
     has_errors,
     load_inputs,
+    load_live_inputs,
     output_option,
     with_source,
 )
@@ -201,15 +202,17 @@ def command(
 
     Exit 1 when a drilled failure loses a shard or some Redis cluster's master majority.
     """
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+    adapter = None
+    if roles_from == "redis" and file is None:
+        # Live: the pods' Secrets give the password and TLS material, as for rebalance, read
+        # through the adapter the snapshot was read with.
+        policy, snapshot, adapter = load_live_inputs(policy_path, context, kubeconfig, allow_empty)
+    else:
+        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
     offsets: dict[str, int] | None = None
     slots: dict[str, int] | None = None
     unread: list[SkippedInput] = []
     if roles_from == "redis":
-        from placer.inputs.live import connect
-
-        # Live: the pods' Secrets give the password and TLS material, as for rebalance.
-        adapter = connect(kubeconfig, context) if file is None else None
         snapshot, offsets, slots, unread = _redis_facts(
             snapshot, policy, adapter, redis_port, password_env, password_file
         )

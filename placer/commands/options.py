@@ -223,6 +223,25 @@ def load_inputs(
         )
 
 
+def load_live_inputs(
+    policy_path: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    allow_empty: bool,
+    connect: Callable[[str | None, str | None], Any] | None = None,
+) -> tuple[Policy, Snapshot, Any]:
+    """The policy, the live snapshot and the adapter it was read through, for a command that
+    goes on talking to the cluster (``connect``: how the adapter is made; the default
+    connects to the kubeconfig's cluster)."""
+    from placer.inputs.live import connect as connect_to_cluster
+    from placer.inputs.live import read_cluster
+
+    policy = read_policy(policy_path)
+    adapter = (connect or connect_to_cluster)(kubeconfig, context)
+    with collector_paused():
+        return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
+
+
 def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
     """The snapshot's issues as a plan lists them (``skipped``)."""
     return [

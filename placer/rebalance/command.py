@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from models.policy import Policy
 from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
@@ -24,6 +23,7 @@ from placer.commands.options import (
     has_errors,
     input_issues,
     load_inputs,
+    load_live_inputs,
     output_option,
     time_limit_option,
     with_source,
@@ -47,18 +47,6 @@ def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
     from placer.inputs.live import connect
 
     return connect(kubeconfig, context)
-
-
-def _live_inputs(
-    policy_path: str | None, context: str | None, kubeconfig: str | None, allow_empty: bool
-) -> tuple[Policy, Snapshot, Any]:
-    """Policy, snapshot and the adapter it was read through (the one ``--apply`` acts with)."""
-    from placer.inputs.files import read_policy
-    from placer.inputs.live import read_cluster
-
-    policy = read_policy(policy_path)
-    adapter = make_adapter(kubeconfig, context)
-    return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
 
 
 @click.command(
@@ -160,7 +148,9 @@ def command(
         if file is not None:
             policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
         else:
-            policy, snapshot, adapter = _live_inputs(policy_path, context, kubeconfig, allow_empty)
+            policy, snapshot, adapter = load_live_inputs(
+                policy_path, context, kubeconfig, allow_empty, make_adapter
+            )
         port = redis_port or policy.redis.port
         from_redis = roles_from == "redis" or (roles_from == "auto" and file is None)
         dial: Dialer | None = None
