@@ -23,6 +23,7 @@ from placer.rebalance.redis_access import AccessError, Dialer, resolve_access
 from placer.rebalance.redis_ops import (
     PasswordSourceError,
     RedisAuthError,
+    RedisOpsError,
     RedisTlsError,
     RedisUnreachable,
     password_from_env_or_file,
@@ -124,7 +125,12 @@ def redis_roles(
                 fail(refused)
             if probe and all(isinstance(v, RedisUnreachable) for v in probe.values()):
                 return snapshot, None, probe
-        views = read_views(everyone, dial)
+            # The probed pods that answered are not asked again.
+            answered = {k: v for k, v in probe.items() if not isinstance(v, RedisOpsError)}
+            rest = read_views([m for m in everyone if m.key not in answered], dial)
+            views = {**answered, **rest}
+        else:
+            views = read_views(everyone, dial)
     refused = _refused(views, snapshot, dial)
     if refused:
         fail(refused)
