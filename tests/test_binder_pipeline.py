@@ -19,7 +19,7 @@ from models.kube_objects import BATCH_ANNOTATION, ROLE_ANNOTATION, build_snapsho
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
-from placer.binder.background import BackgroundWrites
+from placer.binder.background import BackgroundWrites, LaterText
 from placer.binder.batching import BatchSizer
 from placer.binder.loop import Binder, BinderConfig
 from placer.kube.adapter import BindResult, EventType, PatchResult
@@ -246,6 +246,28 @@ def test_background_writes_fold_repeats_and_count_what_they_drop() -> None:
         2,
     )
     assert (placed["reason"], placed["count"]) == ("Scheduled", 1)
+
+
+def test_an_event_message_that_takes_a_verdict_is_made_once_when_it_is_sent() -> None:
+    """A batch's summary is made by the thread that sends its first Event, not before the
+    batch's first write, and once for every pod of the batch."""
+    fake = FakeKubeAdapter()
+    made: list[str] = []
+
+    def summary() -> str:
+        made.append(threading.current_thread().name)
+        return "survives losing a zone"
+
+    text = LaterText(summary)
+    writes = BackgroundWrites(fake)
+    for i in range(3):
+        writes.event(redis_pod(f"p{i}", "c", 0, None), "Scheduled", text)
+    assert made == [] and fake.events == []
+    sender = threading.Thread(target=writes.flush, name="sender")
+    sender.start()
+    sender.join(timeout=10)
+    assert made == ["sender"]
+    assert [e["message"] for e in fake.events] == ["survives losing a zone"] * 3
 
 
 def test_background_writes_slow_down_while_bindings_are_in_flight() -> None:

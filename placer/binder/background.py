@@ -25,6 +25,27 @@ DEFAULT_BUSY_QPS = 2.0
 DEFAULT_MAX_QUEUED = 10_000
 
 
+class LaterText:
+    """Text made the first time it is read, once, whichever thread reads it: an Event's
+    message that takes a verdict to write (a batch's survival summary) is then made by the
+    thread that sends the Event, off the path from a solve to its first write."""
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self._make: Callable[[], str] | None = make
+        self._text = ""
+        self._lock = threading.Lock()
+
+    def __str__(self) -> str:
+        with self._lock:
+            if self._make is not None:
+                self._text, self._make = self._make(), None
+            return self._text
+
+
+Text = str | LaterText
+"""An Event's message: ``str()`` of it when it is sent."""
+
+
 class Write(Protocol):
     kind: str
 
@@ -37,13 +58,14 @@ class Write(Protocol):
 class EventWrite:
     pod: Mapping[str, Any]
     reason: str
-    message: str
+    message: Text
     type: EventType
     count: int = 1
     kind: str = "event"
 
     def send(self, adapter: KubeAdapter) -> None:
-        adapter.record_event(self.pod, self.reason, self.message, self.type, count=self.count)
+        message = str(self.message)
+        adapter.record_event(self.pod, self.reason, message, self.type, count=self.count)
 
     def merge(self, newer: Write) -> Write:
         assert isinstance(newer, EventWrite)
@@ -102,7 +124,7 @@ class BackgroundWrites:
         self,
         pod: Mapping[str, Any],
         reason: str,
-        message: str,
+        message: Text,
         type_: EventType = "Normal",
         supersedes: tuple[tuple[str, EventType], ...] = (),
     ) -> None:

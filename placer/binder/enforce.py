@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from placer.binder.background import Text
 from placer.binder.cache import PodKey
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,9 @@ class ShardJob:
     shard: str
     batch: str
     placements: tuple[Placement, ...]
-    why: str
-    """What the Scheduled event says besides the node: the batch's figures."""
+    why: Text
+    """What the Scheduled event says besides the node: the batch's figures (made when the
+    first of the shard's Events is sent)."""
 
 
 @dataclass

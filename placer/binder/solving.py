@@ -6,6 +6,7 @@ the next batch (``placer.binder.batching``); the running placement's verdict sta
 batch to batch (``solver.warm``). Nothing here writes to the cluster.
 """
 
+import functools
 import itertools
 import logging
 import time
@@ -18,6 +19,7 @@ from models.identity.expected import expected_members
 from models.plan import Plan
 from models.policy import Policy
 from models.snapshot import Snapshot
+from placer.binder.background import LaterText
 from placer.binder.batching import BatchSizer
 from placer.binder.cache import PodKey
 from placer.binder.config import BinderConfig
@@ -145,8 +147,12 @@ class Solving:
         )
         return Solved(plan, batch, batch_id, seconds)
 
-    def summary(self, solved: Solved) -> str:
-        """What each Scheduled event of the batch says about the batch."""
+    def summary(self, solved: Solved) -> LaterText:
+        """What each Scheduled event of the batch says about the batch, made when the first
+        is sent: the survival verdict it reads is off the path to the batch's first write."""
+        return LaterText(functools.partial(self._summary, solved))
+
+    def _summary(self, solved: Solved) -> str:
         clusters = {m.cluster for m in solved.batch.members if m.pod.pending}
         judged = self.config.solver == "cp-sat"  # its plan carries the checker's verdict
         survival = verdicts_for(solved.batch, self.policy, solved.plan, clusters, judged)

@@ -6,12 +6,13 @@ once (so the next solve counts it) and a refused write re-reads the pod, so the 
 starts from the truth. ``placer.binder.enforce`` runs these jobs; this part is what one job does.
 """
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from models.kube_objects import BATCH_ANNOTATION, ROLE_ANNOTATION
-from placer.binder.background import BackgroundWrites
+from placer.binder.background import BackgroundWrites, LaterText, Text
 from placer.binder.cache import ClusterCache, PodKey
 from placer.binder.config import BinderConfig
 from placer.binder.enforce import Placement, ShardJob, ShardOutcome
@@ -27,6 +28,14 @@ log = logging.getLogger("placer.binder.loop")
 def written(placement: Placement, batch: str) -> dict[str, str]:
     """The annotations a pod's write records: the role its plan gave it, and which batch."""
     return {ROLE_ANNOTATION: placement.role, BATCH_ANNOTATION: batch}
+
+
+def _why(role: str, shard: str, batch: Text) -> str:
+    return f"{role} of shard {shard}; {batch}"
+
+
+def _said(what: str, why: Text) -> str:
+    return f"{what}: {why}"
 
 
 def _unschedulable(node: Mapping[str, Any]) -> bool:
@@ -74,9 +83,9 @@ class Writer:
                     self.metrics.bind("conflict", reason)
                 log.warning("shard=%s batch=%s not written: %s", job.shard, job.batch, why)
                 break
-            why = f"{p.role} of shard {job.shard}; {job.why}"
+            detail = LaterText(functools.partial(_why, p.role, job.shard, job.why))
             try:
-                result = self.enforce(p, job.batch, why, outcome)
+                result = self.enforce(p, job.batch, detail, outcome)
             except Exception as exc:  # whether it landed is unknown: a re-solve finds out
                 log.exception("enforce pod=%s node=%s failed", by_key_name(p.key), p.node)
                 self.cache.forget_assumed(p.key)
@@ -109,7 +118,7 @@ class Writer:
         return None
 
     def enforce(
-        self, p: Placement, batch: str, why: str, outcome: ShardOutcome
+        self, p: Placement, batch: str, why: Text, outcome: ShardOutcome
     ) -> Literal["placed", "gone", "failed"]:
         key, pod, node, role = p.key, p.pod, p.node, p.role
         annotations = written(p, batch)
@@ -189,7 +198,7 @@ class Writer:
         key: PodKey,
         pod: Mapping[str, Any],
         node: str,
-        why: str,
+        why: Text,
         outcome: ShardOutcome,
         was_written: bool,
         pinned: tuple[str, str] | None = None,
@@ -199,14 +208,14 @@ class Writer:
         outcome.bound.append((name, node))
         if not was_written:
             outcome.found.append((name, node))
-        reason, message = "Scheduled", f"Successfully assigned {name} to {node}: {why}"
-        if pinned is not None:
-            reason = "Pinned"
-            message = f"Pinned {name} to {node} as {pinned[0]} (batch {pinned[1]}): {why}"
+        if pinned is None:
+            reason, said = "Scheduled", f"Successfully assigned {name} to {node}"
+        else:
+            reason, said = "Pinned", f"Pinned {name} to {node} as {pinned[0]} (batch {pinned[1]})"
         self.background.event(
             pod,
             reason,
-            message,
+            LaterText(functools.partial(_said, said, why)),
             supersedes=(("WaitingForShard", "Normal"), ("FailedScheduling", "Warning")),
         )
         if not was_written:
