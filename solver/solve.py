@@ -81,6 +81,10 @@ class SolveOptions:
     """The running cluster's totals for the levels, kept the same way (solver/warm.py)."""
     eligibility: EligibilityCache | None = None
     """Which kinds each node accepts, kept the same way."""
+    proof_first: float | None = None
+    """Deterministic seconds level one seeks a proof before the gap may stop it (None: the
+    levels' own ``PROOF_FIRST``). The binder asks for less: its batches are many and small,
+    and the next one is its second chance."""
 
 
 @dataclass
@@ -270,6 +274,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     eligibility=options.eligibility,
                     relative_gap=_gap_limit(policy, options),
                     packing=pace.packing(snapshot),
+                    proof_first=options.proof_first,
                 ),
             )
             unplaceable = levels.unplaceable
@@ -310,6 +315,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         options.eligibility,
                         _gap_limit(policy, options),
                         packing=pace.packing(snapshot),
+                        proof_first=options.proof_first,
                     ),
                 )
                 if pace.can_repair(snapshot, retry.failed, deadline):

@@ -4,6 +4,7 @@ random clusters judged by the independent checker."""
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,9 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from models.synthetic import generate_cluster
 from solver.check import check_plan, evaluate_objective
+from solver.cpsat import cp_model
 from solver.greedy import greedy_placement, greedy_plan
-from solver.levels.model import SolveSettings, _Watch
+from solver.levels.model import PROOF_FIRST, SolveSettings, _Watch
 from solver.levels.patterns import MAX_PATTERNS, bundle_types
 from solver.levels.rooms import build_rooms
 from solver.levels.shapes import build_shapes
@@ -285,6 +287,28 @@ def test_levels_asked_for_a_gap_stop_short_of_the_proof_with_a_valid_bound() -> 
     assert plan.bound <= optimum.objective <= plan.objective
     assert plan.objective - plan.bound <= 0.01 * plan.objective
     assert not [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+
+
+def test_the_first_search_for_a_proof_lasts_what_the_caller_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a gap, level one first searches ``proof_first`` deterministic seconds for a proof
+    (the levels' own ``PROOF_FIRST`` when not asked), and the gap may stop it only after."""
+    policy = Policy()
+    snap = _second_batch(policy)
+    first_budgets: list[float] = []
+    solve_once = cp_model.CpSolver.solve
+
+    def spy(self: cp_model.CpSolver, *args: Any, **kwargs: Any) -> Any:
+        first_budgets.append(self.parameters.max_deterministic_time)
+        return solve_once(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", spy)
+    for asked, expected in ((None, PROOF_FIRST), (0.02, 0.02)):
+        first_budgets.clear()
+        options = LevelsOptions(time.monotonic() + 20, 1, 0, relative_gap=0.01, proof_first=asked)
+        place_by_levels(snap, policy, None, options)
+        assert first_budgets[0] == pytest.approx(expected)
 
 
 def test_a_level_keeps_an_optimum_its_first_search_proves_though_a_gap_allows_less() -> None:

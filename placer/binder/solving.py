@@ -93,6 +93,7 @@ class Solving:
             standing=self.warm.standing,
             eligibility=self.warm.eligibility,
             search=False,  # latency: the next batch is the binder's second chance
+            proof_first=self.config.proof_first,
         )
         return solve(snapshot, self.policy, "place", options)
 

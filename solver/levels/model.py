@@ -62,6 +62,9 @@ class SolveSettings:
     absolute_gap: float = 0.0
     """Or once it is within this much of its bound: a level below the first gets its share of
     the plan's gap in the plan's own units, since its own cost is a small part of the plan's."""
+    proof_first: float | None = None
+    """Deterministic seconds searched for a proof before a gap may stop the search
+    (``PROOF_FIRST`` when None)."""
 
     def stops_early(self) -> bool:
         return bool(self.relative_gap or self.absolute_gap)
@@ -236,7 +239,8 @@ def solve_level(
     # First a short search for the proof; only then may the gap stop the search.
     started = time.monotonic()
     budget = params.max_deterministic_time
-    params.max_deterministic_time = min(budget, PROOF_FIRST)
+    proof_first = PROOF_FIRST if settings.proof_first is None else settings.proof_first
+    params.max_deterministic_time = min(budget, proof_first)
     first = _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
     left = settings.time_limit - (time.monotonic() - started)
     if first.proven or first.status == "INFEASIBLE" or watch.within_gap() or left < 0.05:

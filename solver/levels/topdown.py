@@ -46,6 +46,8 @@ class LevelsOptions:
     packing: float = 0.0
     """Seconds the last level (packing members onto nodes) is expected to take: the models
     above share what the deadline leaves after it."""
+    proof_first: float | None = None
+    """Level one's search for a proof before its gap may stop it (``SolveSettings``)."""
 
 
 @dataclass
@@ -112,6 +114,7 @@ def place_by_levels(
             hint_t=hint_t,
             offset=fixed_costs,
             relative_gap=options.relative_gap,
+            proof_first=options.proof_first,
         ),
         strengths,
         options.relaxed,
