@@ -122,23 +122,31 @@ def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
 
 def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
     """Per level in use: for each Redis cluster no placement could keep through one domain's
-    loss, why and what would."""
+    loss, why and what would. One walk over each cluster's members serves every level."""
     clusters: dict[str, list[Member]] = defaultdict(list)
     for m in (*snapshot.members, *snapshot.skipped_members):
         clusters[m.cluster].append(m)
-    found: dict[str, list[str]] = {}
-    for level in survival_levels(policy, snapshot.nodes):
-        notes = []
-        for cluster, members in sorted(clusters.items()):
-            sizes: dict[str, int] = defaultdict(int)
-            for m in members:
-                sizes[m.shard] += 1
-            note = cannot_survive(
-                cluster, len(sizes), dict(sizes), _domains(snapshot, level, members), level
-            )
+    levels = survival_levels(policy, snapshot.nodes)
+    found: dict[str, list[str]] = {level: [] for level in levels}
+    if not levels:
+        return found
+    nodes: dict[str, Node] = snapshot.node_by_name
+    for cluster, members in sorted(clusters.items()):
+        sizes: dict[str, int] = defaultdict(int)
+        running: set[str] = set()
+        for m in members:
+            sizes[m.shard] += 1
+            if m.pod.node_name in nodes:
+                running.add(m.pod.node_name)
+        for level in levels:
+            # Domains that could hold the members: those of nodes that take new pods, and
+            # those its members run in now (an upper bound, so 'cannot' is proven).
+            held = set(_open_domains(snapshot.nodes, level))
+            held.update(nodes[name].domain(level) for name in running)
+            held.discard(None)
+            note = cannot_survive(cluster, len(sizes), dict(sizes), len(held), level)
             if note is not None:
-                notes.append(note)
-        found[level] = notes
+                found[level].append(note)
     return found
 
 
@@ -154,7 +162,7 @@ def survival_verdicts(
     nodes = snapshot.node_by_name
     held_nodes = [
         nodes[name]
-        for name, _ in final_placement(snapshot, plan).values()
+        for name in {name for name, _ in final_placement(snapshot, plan).values()}
         if name is not None and name in nodes
     ]
     levels = survival_levels(policy, snapshot.nodes)
