@@ -186,9 +186,7 @@ class Binder:
     def has_work(self) -> bool:
         """Pods of ours pending, or writes of ours in flight: what a binder without leader
         election takes the Lease for."""
-        if self.enforcer.busy:
-            return True
-        return any(self.is_ours(p) for p in self.cache.objects()[1])
+        return self.enforcer.busy or self.reader.pending_ours() > 0
 
     # -- one decision --------------------------------------------------------------------
 

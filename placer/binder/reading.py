@@ -22,6 +22,7 @@ from models.snapshot_builder import SnapshotBuilder
 from placer.binder.cache import ClusterCache, PodKey, pod_key_of
 from placer.binder.config import BinderConfig
 from placer.binder.refusals import Refusals
+from placer.binder.tally import PodTally
 from placer.binder.volumes import volume_epoch, volume_inputs
 from placer.kube.adapter import KubeAdapter
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
@@ -156,8 +157,9 @@ class Reader:
         """What a rebuild costs now: an average weighted to the latest, as the cluster grows."""
         self.ordered_pending = False
         """The last snapshot had pending members of an ordered shard (never held)."""
-        self._pinned: tuple[int, int] = (-1, 0)
-        """(cache generation, pins waiting for kube-scheduler then)."""
+        self._pending = PodTally(cache, self.is_ours)
+        self._pinned = PodTally(cache, self._pinned_waiting) if config.enforce == "gate" else None
+        """Only in gate mode: a feed nobody asks would keep every changed key."""
         self.builder = SnapshotBuilder(policy, parse_cache)
         self._feed = cache.pod_feed()
         self._nodes_read: dict[str, Mapping[str, Any]] = {}
@@ -190,25 +192,20 @@ class Reader:
     def pinned_waiting(self) -> int:
         """Gate mode: pods pinned (gate lifted) that kube-scheduler has not bound yet: work
         already handed down the pipeline, counted from the cache without a snapshot."""
-        if self.config.enforce != "gate":
-            return 0
-        generation = self.cache.generation
-        if self._pinned[0] != generation:  # counted once per change of the cache, not per ask
-            count = sum(
-                1
-                for pod in self.cache.objects()[1]
-                if not spec(pod).get("nodeName")
-                and self.config.gate not in gate_names(pod)
-                and self.managed(pod)
-                and pinned_node(pod) is not None
-            )
-            self._pinned = (generation, count)
-        return self._pinned[1]
+        return self._pinned.count() if self._pinned is not None else 0
+
+    def _pinned_waiting(self, pod: Mapping[str, Any]) -> bool:
+        return (
+            not spec(pod).get("nodeName")
+            and self.config.gate not in gate_names(pod)
+            and self.managed(pod)
+            and pinned_node(pod) is not None
+        )
 
     def pending_ours(self) -> int:
         """Our pending pods in the cache now, without building a snapshot: at least as many as
         the ready shards hold, so fewer than a batch means no full batch is there."""
-        return sum(1 for pod in self.cache.objects()[1] if self.is_ours(pod))
+        return self._pending.count()
 
     # -- keeping the cache current -------------------------------------------------------
 
