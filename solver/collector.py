@@ -22,3 +22,31 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+RESCAN_EVERY = 100
+"""Settles between two full collections that see everything (and free the cycles among the
+objects settled since)."""
+
+
+class Settling:
+    """For a loop that rebuilds a large structure and keeps it until the next rebuild (the
+    binder's snapshot, the parsed pods and nodes under it): after each rebuild, ``settle``
+    takes everything alive out of the collector's walks (``gc.freeze``). Each full collection
+    otherwise walks every pod and node parsed so far, to free almost nothing: on 1,500 pods
+    arriving, its walks were a sixth of the binder's own CPU. Settled objects are still freed
+    when their last reference goes; only garbage in reference cycles among them waits, until
+    every ``rescan_every``-th call collects everything once."""
+
+    def __init__(self, rescan_every: int = RESCAN_EVERY) -> None:
+        if rescan_every < 1:
+            raise ValueError("rescan_every must be at least 1")
+        self.rescan_every = rescan_every
+        self.calls = 0
+
+    def settle(self) -> None:
+        self.calls += 1
+        if self.calls % self.rescan_every == 0:
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()

@@ -26,7 +26,7 @@ from placer.binder.tally import PodTally
 from placer.binder.volumes import volume_epoch, volume_inputs
 from placer.kube.adapter import KubeAdapter
 from placer.kube.objects import NODE_NAME_FIELD, gate_names
-from solver.collector import collector_paused
+from solver.collector import Settling, collector_paused
 
 log = logging.getLogger("placer.binder.loop")
 """Every part of the binder logs as the binder: operators filter on one logger name."""
@@ -161,6 +161,7 @@ class Reader:
         self._pinned = PodTally(cache, self._pinned_waiting) if config.enforce == "gate" else None
         """Only in gate mode: a feed nobody asks would keep every changed key."""
         self.builder = SnapshotBuilder(policy, parse_cache)
+        self.settling = Settling()
         self._feed = cache.pod_feed()
         self._nodes_read: dict[str, Mapping[str, Any]] = {}
         self._view: dict[PodKey, Mapping[str, Any]] = {}
@@ -241,6 +242,7 @@ class Reader:
         started, cpu = time.monotonic(), time.thread_time()
         with collector_paused():  # a new Snapshot, its members and indexes: all kept
             result = self.build()
+        self.settling.settle()
         self.read_cpu_seconds += time.thread_time() - cpu
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
         took = time.monotonic() - started
