@@ -2,13 +2,15 @@
 
     KUBEBUILDER_ASSETS=/path/to/binaries python -m benchmarks.real_api --nodes 1000 --shards 500
         [--members 3] [--creators 16] [--runs stock,bind,gate,raw] [--raw-pods 600]
-        [--binder-arg=--solver=greedy ...] [--workdir DIR] [--profile DIR]
+        [--binder-arg=--solver=greedy ...] [--workdir DIR] [--profile DIR] [--plane-per-run]
 
 The control plane of the end-to-end tests (etcd, kube-apiserver, kube-scheduler from
 ``KUBEBUILDER_ASSETS``) is started, ``--nodes`` Ready nodes are created (three zones, racks of
 ten; allocatable and the Ready condition set through the status subresource, the not-ready
 taint removed), and then, each alone on the same plane (the pods of one run are deleted before
-the next, and each starts once the plane and its placer use less than a quarter of a core):
+the next, and each starts once the plane and its placer use less than a quarter of a core;
+with ``--plane-per-run`` each mode has a plane of its own, started afresh, so no mode works on
+what an earlier one left in etcd and the API server's caches):
 
 - ``stock``: kube-scheduler at its default client QPS places the Redis pods, each given the
   strongest per-pod rules a user can write for what the binder guarantees: required pod
@@ -52,6 +54,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -785,6 +788,25 @@ def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
         )
 
 
+@contextmanager
+def plane_with_nodes(
+    assets: Path, folder: Path, args: argparse.Namespace
+) -> Iterator[tuple[ControlPlane, ApiClient]]:
+    """A control plane started in ``folder``, its ``--nodes`` Ready nodes created."""
+    plane = ControlPlane(assets, folder, with_scheduler=True)
+    print(f"control plane in {folder} (load {os.getloadavg()[0]:.2f})", flush=True)
+    plane.start()
+    try:
+        api = api_client(plane, pool=64)
+        create_namespace(api, LEASE_NAMESPACE)
+        started = time.monotonic()
+        create_nodes(api, args.nodes, args.creators)
+        print(f"{args.nodes} nodes in {time.monotonic() - started:.1f} s", flush=True)
+        yield plane, api
+    finally:
+        plane.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -804,6 +826,11 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output folder")
+    parser.add_argument(
+        "--plane-per-run",
+        action="store_true",
+        help="each mode on a control plane of its own, started afresh with the same nodes",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     assets = find_assets()
@@ -815,19 +842,20 @@ def main() -> None:
         parser.error(f"--runs: unknown {', '.join(sorted(unknown))}")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="real-api-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    plane = ControlPlane(assets, workdir / "plane", with_scheduler=True)
-    print(f"control plane in {workdir} (load {os.getloadavg()[0]:.2f})", flush=True)
-    plane.start()
-    try:
-        api = api_client(plane, pool=64)
-        create_namespace(api, LEASE_NAMESPACE)
-        started = time.monotonic()
-        create_nodes(api, args.nodes, args.creators)
-        print(f"{args.nodes} nodes in {time.monotonic() - started:.1f} s", flush=True)
-        results = [run_placer(plane, api, m, args, workdir) for m in runs if m != "raw"]
-        rates = raw_rates(api, args) if "raw" in runs else None
-    finally:
-        plane.stop()
+    placers = [m for m in runs if m != "raw"]
+    results: list[RunResult] = []
+    rates: RawRates | None = None
+    if args.plane_per_run:
+        for mode in placers:
+            with plane_with_nodes(assets, workdir / f"plane-{mode}", args) as (plane, api):
+                results.append(run_placer(plane, api, mode, args, workdir))
+        if "raw" in runs:
+            with plane_with_nodes(assets, workdir / "plane-raw", args) as (_, api):
+                rates = raw_rates(api, args)
+    else:
+        with plane_with_nodes(assets, workdir / "plane", args) as (plane, api):
+            results = [run_placer(plane, api, m, args, workdir) for m in placers]
+            rates = raw_rates(api, args) if "raw" in runs else None
     report = [f"python -m benchmarks.real_api {' '.join(sys.argv[1:])}", *table(results, rates)]
     report.append("")
     for r in results:
