@@ -26,7 +26,9 @@ def collector_paused() -> Iterator[None]:
 
 RESCAN_EVERY = 100
 """Settles between two full collections that see everything (and free the cycles among the
-objects settled since)."""
+objects settled since). With 15,000 pods running one walks 1.3 million objects in half a second
+and, in the binder benchmark, found no cycle to free: rare enough not to matter, often enough
+that a leak through cycles stays bounded."""
 
 
 class Settling:
