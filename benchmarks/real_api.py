@@ -298,14 +298,16 @@ def wait_quiet(plane: ControlPlane, binder: "Binder | None") -> float:
     """Seconds until the plane and the placer use less than ``QUIET_CORES`` over a second
     (at most ``QUIET_WAIT_SECONDS``): what the last run left (its pods' deletion, its Events,
     etcd's compaction) and the placer's own start must not bill the run measured next."""
+
+    def used() -> float:
+        return sum(s for name, s in cpu_of(plane, binder).items() if name != "benchmark")
+
     started = time.monotonic()
-    before = cpu_of(plane, binder)
-    before.pop("benchmark")
+    before = used()
     while time.monotonic() - started < QUIET_WAIT_SECONDS:
         time.sleep(1.0)
-        now = cpu_of(plane, binder)
-        now.pop("benchmark")
-        if sum(now.values()) - sum(before.values()) < QUIET_CORES:
+        now = used()
+        if now - before < QUIET_CORES:
             break
         before = now
     return time.monotonic() - started
