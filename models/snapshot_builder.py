@@ -302,7 +302,10 @@ class SnapshotBuilder:
         others = [p.other for p in pieces if p.other is not None]
         others.extend(m.pod for m in skipped if not m.pod.pending)
         assert self._last is not None
-        snapshot = Snapshot(
+        # Every part is a validated value already: constructed, not validated again, so the
+        # nodes stay the last snapshot's tuple, by identity, which the caches keyed on it
+        # (solver.survival's open domains) recognise; validation would copy it.
+        snapshot = Snapshot.model_construct(
             nodes=self._last.nodes,
             members=tuple(sorted(members, key=_member_key)),
             other_pods=tuple(sorted(others, key=_pod_key)),

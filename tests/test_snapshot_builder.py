@@ -158,10 +158,12 @@ def test_built_pod_by_pod_equals_built_whole(sequence: list[Any], told: bool) ->
 def test_a_pod_event_is_not_a_whole_build() -> None:
     world = World()
     builder = SnapshotBuilder(Policy(), ParseCache())
-    builder.build(world.nodes, world.pods, world.sets)
+    first = builder.build(world.nodes, world.pods, world.sets)
     for i, name in enumerate(NAMES):
         changed = world.apply(("create", name, str(i // 3), None, None, False))
-        builder.build(world.nodes, world.pods, world.sets, changed=changed)
+        built = builder.build(world.nodes, world.pods, world.sets, changed=changed)
+        # The nodes did not change: the same tuple, which caches keyed on it recognise.
+        assert built.nodes is first.nodes
     for i, name in enumerate(NAMES):
         changed = world.apply(("bind", name, f"n{i % 6}"))
         built = builder.build(world.nodes, world.pods, world.sets, changed=changed)
