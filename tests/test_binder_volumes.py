@@ -4,11 +4,14 @@ refusal of unbound claims, and pins that kube-scheduler refuses (fake adapter)."
 import copy
 from typing import Any
 
+import pytest
+
 from models.kube_objects import BATCH_ANNOTATION
 from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE, Binder, BinderConfig, pinned_node
-from placer.binder.refusals import Refusals, scheduler_refusal
+from placer.binder.refusals import REMEMBER_SECONDS, Refusals, scheduler_refusal
 from placer.kube.fake import FakeKubeAdapter
+from solver.predicates import blocking_reason
 from tests.kube_dicts import node, redis_pod
 from tests.volume_dicts import claim, local_pv, mounts, storage_class
 
@@ -232,3 +235,60 @@ def test_a_pod_held_by_an_immediate_claim_says_why_and_is_placed_once_it_binds(
     node_zone = {f"n{i}": f"z{i % 3}" for i in range(6)}
     pins = {k[1]: node_zone[pinned_node(p) or ""] for k, p in fake.pods.items()}
     assert pins == {"redis-0-0": "z1", "redis-0-1": "z2"}
+
+
+def test_a_refused_node_lapses_without_a_pod_event_and_others_are_read_on_events_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between events, a build reads again our pods with nodes refused lately (those lapse on
+    their own, ``REMEMBER_SECONDS``, with no event to say so) and pins kube-scheduler may
+    refuse; a pod of ours with no refused node, or a running pod, only when the watch
+    changes it."""
+    now = [T0]
+    pods = _pods(1)
+    fake = FakeKubeAdapter(
+        nodes=_nodes(6),
+        pods=[_refused(pods[0], "n0"), pods[1]],
+        volume_objects=_volumes([0, 1, 3], 1),
+    )
+    config = BinderConfig(enforce="gate", recreate_refused=True)
+    binder = Binder(fake, Policy(), config, clock=lambda: now[0])
+    binder.step(now=T0)  # the refused pin is deleted for its controller
+    fake.add_pod(pods[0])  # and recreated, gated
+    binder.cache.poll(0)
+    read: list[str] = []
+    classify = binder.reader._classify
+
+    def counted(key: tuple[str, str], pod: dict[str, Any] | None) -> None:
+        read.append(key[1])
+        classify(key, pod)
+
+    monkeypatch.setattr(binder.reader, "_classify", counted)
+
+    def member_pod(name: str) -> Any:
+        snapshot = binder.reader.read()[0]
+        return next(m.pod for m in snapshot.members if m.pod.name == name)
+
+    def another_event() -> str:
+        name = f"other-{len(fake.pods)}"
+        fake.add_pod(redis_pod(name, "elsewhere", 0, None, nodeName="n5"))
+        binder.cache.poll(0)
+        return name
+
+    n0 = next(n for n in binder.reader.read()[0].nodes if n.name == "n0")
+    assert blocking_reason(member_pod("redis-0-0"), n0) is not None  # n0 stays excluded
+    read.clear()
+    added = another_event()
+    assert blocking_reason(member_pod("redis-0-0"), n0) is not None
+    assert "redis-0-0" in read and added in read
+    read.clear()
+    another_event()
+    member_pod("redis-0-0")
+    assert added not in read  # running, unchanged
+    now[0] += REMEMBER_SECONDS + 1
+    another_event()  # the lapse is noticed at the next build
+    assert blocking_reason(member_pod("redis-0-0"), n0) is None
+    read.clear()
+    another_event()
+    member_pod("redis-0-0")
+    assert "redis-0-0" not in read  # ours, pending, unchanged, no refused node now

@@ -258,9 +258,9 @@ class Reader:
         """Objects that do not parse are left out with a log line (and an event on our own
         pods) rather than stopping the binder: one bad pod must not hold up every shard.
 
-        Only the pods the watch changed since the last build are read again (and our pending
-        ones, whose refused nodes change without an event); the snapshot follows them pod by
-        pod (``SnapshotBuilder``)."""
+        Only the pods the watch changed since the last build are read again (and those whose
+        refused nodes lapse without an event); the snapshot follows them pod by pod
+        (``SnapshotBuilder``)."""
         changes = self.cache.pod_changes(self._feed, also=self._recheck)
         if changes is None:
             self._classified_all()
@@ -337,8 +337,12 @@ class Reader:
         if mine:
             self._ours[key] = f"{key[0]}/{key[1]}"
             self._raw[key] = pod
-            self._view[key] = self.refusals.without_refused(pod)
-            self._recheck.add(key)  # its refused nodes may change without an event
+            view = self._view[key] = self.refusals.without_refused(pod)
+            if view is not pod:
+                # Nodes refused lately are excluded: they lapse without an event. A pod with
+                # none is read again only when it changes (a refusal is recorded before its
+                # pod is deleted, so a pod created after it is read with it).
+                self._recheck.add(key)
         elif not spec(pod).get("nodeName") and self.managed(pod):
             pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
             if pin is not None:
