@@ -34,9 +34,13 @@ Pods are created shard by shard (master first) by ``--creators`` threads. A watc
 each pod gets its node. Printed, per run: pods/s from the first create to the last bind, the
 time to the first bind, p50/p90/p99 from a shard's last pod created to its first bind, hard
 and soft violations of the result by the independent checker (``solver.check.audit``), the
-worst single-zone and single-rack master loss, the load average at start and end, the CPU seconds each process
-used, and the requests the API server served in that time by verb and resource. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed)
-into DIR, as collapsed stacks.
+worst single-zone and single-rack master loss, the load average at start and end, the CPU
+seconds each process used, and the requests the API server served in that time by verb and
+resource. Then the placer's CPU seconds from the first create until it exited: stopped after
+the last bind, the binder sends the Events and role labels its rate limit deferred (20 a
+second, 2 while bindings are in flight), so this counts them, which the window to the last
+bind does not. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be
+installed) into DIR, as collapsed stacks.
 """
 
 import argparse
@@ -44,6 +48,7 @@ import json
 import os
 import queue
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -333,20 +338,34 @@ class Binder:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def stop(self) -> None:
+    def stop(self) -> float | None:
+        """SIGTERM, and the process's CPU seconds over its whole life once it exited (from
+        the rusage of the child reaped), or None if it had exited already."""
         if self.profiler is not None and self.profiler.poll() is None:
             self.profiler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
             try:
                 self.profiler.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.profiler.kill()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        if self.process.poll() is not None:
+            return None
+        before = _children_cpu()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        return _children_cpu() - before
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's children reaped so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+_SHUTDOWN_WRITES = re.compile(r"background writes at shutdown: (.*)$", re.MULTILINE)
 
 
 def start_binder(
@@ -446,6 +465,12 @@ class RunResult:
     requests: dict[str, int] = field(default_factory=dict)
     """Requests the API server served in that time, by verb and resource (its /metrics)."""
     solves: list[str] = field(default_factory=list)
+    placer_cpu_to_exit: float | None = None
+    """The placer's CPU seconds from the first create until it exited, stopped after the last
+    bind: what it spent on this run's pods with the writes its rate limit deferred (Events,
+    role labels), which it sends when stopped. None when it had exited before."""
+    shutdown_writes: str = ""
+    """The binder's own word on the writes it sent when stopped, and those it left."""
 
 
 def create_pods(
@@ -548,9 +573,10 @@ def run_placer(
         requests = request_counts(api) - requests_before
     finally:
         times.stop()
-        if binder is not None:
-            binder.stop()
+        lifetime = binder.stop() if binder is not None else None
     log = binder.log() if binder is not None else ""
+    to_exit = lifetime - cpu_before["binder"] if lifetime is not None else None
+    shutdown = _SHUTDOWN_WRITES.search(log)
     solves = [line.split(" solve ", 1)[1] for line in log.splitlines() if " solve batch=" in line]
     bound_at = dict(times.bound)
     last = max(bound_at.values()) if bound_at else started
@@ -588,6 +614,8 @@ def run_placer(
         requests=dict(requests),
         timeline=timeline,
         solves=solves,
+        placer_cpu_to_exit=to_exit,
+        shutdown_writes=shutdown.group(1).strip() if shutdown else "",
     )
     print(
         f"{mode}: {len(bound_at)}/{total} bound in {seconds:.1f} s ({created_s:.1f} s creating)"
@@ -863,6 +891,13 @@ def main() -> None:
     for r in results:
         used = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
         report.append(f"{r.mode}: CPU seconds from first create to last bind: {used}")
+    for r in results:
+        if r.placer_cpu_to_exit is not None:
+            writes = f" (at shutdown: {r.shutdown_writes})" if r.shutdown_writes else ""
+            report.append(
+                f"{r.mode}: placer CPU seconds from first create to its exit, with the writes "
+                f"it deferred: {r.placer_cpu_to_exit:.1f}{writes}"
+            )
     for r in results:
         served = ", ".join(f"{k} {n}" for k, n in Counter(r.requests).most_common(10))
         report.append(f"{r.mode}: API requests from first create to last bind: {served}")

@@ -7,6 +7,7 @@ decided pod already counted on its node.
 """
 
 import copy
+import logging
 import threading
 import time
 from collections import Counter
@@ -288,6 +289,38 @@ def test_background_writes_slow_down_while_bindings_are_in_flight() -> None:
         assert len(fake.events) == 20
     finally:
         writes.stop()
+
+
+def test_stopping_sends_what_the_rate_limit_deferred_and_says_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A burst leaves most of its Events and labels queued behind the rate limit: stopping
+    sends them unthrottled, within its drain time, and logs what it sent and what it left."""
+    fake = FakeKubeAdapter()
+    writes = BackgroundWrites(fake, qps=1, burst=1)
+    for i in range(6):
+        writes.event(redis_pod(f"p{i}", "c", 0, None), "Scheduled", "placed")
+    with caplog.at_level(logging.INFO, logger="placer.binder.background"):
+        assert writes.stop(drain_seconds=5.0) == (6, 0)
+    assert len(fake.events) == 6
+    assert "background writes at shutdown: 6 sent" in caplog.text
+    assert "0 left unsent" in caplog.text
+
+    late = BackgroundWrites(fake)
+    for i in range(3):
+        late.event(redis_pod(f"q{i}", "c", 0, None), "Scheduled", "placed")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="placer.binder.background"):
+        assert late.stop(drain_seconds=0.0) == (0, 3)
+    assert len(fake.events) == 6
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "3 left unsent" in caplog.text
+
+    idle = BackgroundWrites(fake)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="placer.binder.background"):
+        assert idle.stop() == (0, 0)
+    assert caplog.text == ""  # nothing queued: nothing to say
 
 
 # -- batch sizing ----------------------------------------------------------------------------
