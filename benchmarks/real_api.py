@@ -39,8 +39,10 @@ seconds each process used, and the requests the API server served in that time b
 resource. Then the placer's CPU seconds from the first create until it exited: stopped after
 the last bind, the binder sends the Events and role labels its rate limit deferred (20 a
 second, 2 while bindings are in flight), so this counts them, which the window to the last
-bind does not. ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be
-installed) into DIR, as collapsed stacks.
+bind does not. Last, what the runs compare when both sides ran: gate mode's pods/s and shard p50
+against the stock scheduler's, and the binder's CPU beyond the no-decision placer's, a pod.
+``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed) into
+DIR, as collapsed stacks.
 """
 
 import argparse
@@ -755,6 +757,37 @@ LABELS = {
 CREATORS_NOTE = "the --creators threads (nothing else running)"
 
 
+def against_targets(results: list[RunResult]) -> list[str]:
+    """The comparisons the runs make, when both sides ran: gate mode's pods/s and shard p50
+    against the stock scheduler's, and the binder's CPU beyond the no-decision placer's, a pod
+    (to the last bind, and to the placers' exit, with the writes deferred past it)."""
+    by_mode = {r.mode: r for r in results}
+    lines = []
+    gate, stock = by_mode.get("gate"), by_mode.get("stock")
+    if gate is not None and stock is not None and stock.pods_per_second > 0:
+        lines.append(
+            f"gate against stock: pods/s {gate.pods_per_second:.1f} against "
+            f"{stock.pods_per_second:.1f} ({gate.pods_per_second / stock.pods_per_second:.3f}x); "
+            f"shard p50 {gate.shard_p50:.2f} s against {stock.shard_p50:.2f} s"
+        )
+    bind, trivial = by_mode.get("bind"), by_mode.get("trivial")
+    if bind is not None and trivial is not None and bind.pods > 0:
+
+        def per_pod(binder: float | None, none: float | None) -> float | None:
+            if binder is None or none is None:
+                return None
+            return (binder - none) / bind.pods * 1000
+
+        window = per_pod(bind.cpu.get("binder"), trivial.cpu.get("binder"))
+        to_exit = per_pod(bind.placer_cpu_to_exit, trivial.placer_cpu_to_exit)
+        if window is not None:
+            line = f"binder CPU beyond the no-decision placer's: {window:.2f} ms a pod to the last bind"
+            if to_exit is not None:
+                line += f", {to_exit:.2f} ms a pod to the placers' exit"
+            lines.append(line)
+    return lines
+
+
 def table(results: list[RunResult], rates: RawRates | None) -> Iterator[str]:
     headers = [
         "placer",
@@ -898,6 +931,7 @@ def main() -> None:
                 f"{r.mode}: placer CPU seconds from first create to its exit, with the writes "
                 f"it deferred: {r.placer_cpu_to_exit:.1f}{writes}"
             )
+    report.extend(against_targets(results))
     for r in results:
         served = ", ".join(f"{k} {n}" for k, n in Counter(r.requests).most_common(10))
         report.append(f"{r.mode}: API requests from first create to last bind: {served}")
