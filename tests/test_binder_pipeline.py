@@ -191,6 +191,38 @@ def test_a_label_written_meanwhile_is_not_overwritten() -> None:
     assert sorted(labels.values()) == ["replica"] * 3
 
 
+def test_role_labels_a_stopped_binder_left_unsent_are_written_by_the_next_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A binder stopped before its background writes leaves the roles in the annotations its
+    Bindings carried: the binder that leads next labels those pods from them, and only those."""
+    fake = FakeKubeAdapter(nodes=_nodes(6), pods=_shards(1))
+    first = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    first.background.flush = lambda: 0  # type: ignore[method-assign]  # all left queued
+    first.step(now=T0)
+    assert len(first.step(now=T0 + 1.5).bound) == 3
+    sent, left = first.background.stop(drain_seconds=0.0)  # stopped with nothing sent
+    assert sent == 0 and left == 3 + 3  # a Scheduled Event and a role label a pod
+    assert all("redis-role" not in p["metadata"]["labels"] for p in fake.pods.values())
+    fake.add_pod(redis_pod("o-0-0", "o", 0, "replica", node="n5"))  # labelled by its deployment
+    patched: list[str] = []
+    patch = fake.patch_pod_labels
+
+    def counted(namespace: str, name: str, *args: Any, **kwargs: Any) -> PatchResult:
+        patched.append(name)
+        return patch(namespace, name, *args, **kwargs)
+
+    monkeypatch.setattr(fake, "patch_pod_labels", counted)
+    second = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    second.step(now=T0 + 10)  # takes over: reads everything, then labels what needs it
+    second.background.flush()
+    assert sorted(patched) == ["c-0-0", "c-0-1", "c-0-2"]
+    for pod in fake.pods.values():
+        meta = pod["metadata"]
+        role = (meta.get("annotations") or {}).get(ROLE_ANNOTATION, "replica")
+        assert meta["labels"]["redis-role"] == role
+
+
 def test_events_never_hold_up_a_binding(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the API server slow to take Events, ``run`` binds everything before any lands."""
     fake = FakeKubeAdapter(nodes=_nodes(12), pods=_shards(4))
