@@ -158,7 +158,11 @@ class Reader:
         self.ordered_pending = False
         """The last snapshot had pending members of an ordered shard (never held)."""
         self._pending = PodTally(cache, self.is_ours)
-        self._pinned = PodTally(cache, self._pinned_waiting) if config.enforce == "gate" else None
+        self._pinned = (
+            PodTally(cache, lambda pod: self._waiting_pin(pod) is not None)
+            if config.enforce == "gate"
+            else None
+        )
         """Only in gate mode: a feed nobody asks would keep every changed key."""
         self.builder = SnapshotBuilder(policy, parse_cache)
         self.settling = Settling()
@@ -171,8 +175,9 @@ class Reader:
         self._raw: dict[PodKey, dict[str, Any]] = {}
         self._unreadable: dict[PodKey, str] = {}
         self._recheck: set[PodKey] = set()
-        """Pods read again at every build though unchanged: ours and the pinned, whose
-        refused nodes change with time and other pods' events."""
+        """Pods read again at every build though unchanged: ours that did not parse, ours while
+        nodes refused for them are excluded (they lapse with time), and the pinned, which
+        kube-scheduler may refuse."""
         self._pins: dict[PodKey, tuple[dict[str, Any], str, dict[str, Any]]] = {}
 
     # -- which pods are ours -------------------------------------------------------------
@@ -195,13 +200,12 @@ class Reader:
         already handed down the pipeline, counted from the cache without a snapshot."""
         return self._pinned.count() if self._pinned is not None else 0
 
-    def _pinned_waiting(self, pod: Mapping[str, Any]) -> bool:
-        return (
-            not spec(pod).get("nodeName")
-            and self.config.gate not in gate_names(pod)
-            and self.managed(pod)
-            and pinned_node(pod) is not None
-        )
+    def _waiting_pin(self, pod: Mapping[str, Any]) -> str | None:
+        """The node a managed pod is pinned to, gate lifted, while kube-scheduler has not
+        bound it yet; else None."""
+        if spec(pod).get("nodeName") or self.config.gate in gate_names(pod):
+            return None
+        return pinned_node(pod) if self.managed(pod) else None
 
     def pending_ours(self) -> int:
         """Our pending pods in the cache now, without building a snapshot: at least as many as
@@ -343,15 +347,13 @@ class Reader:
                 # none is read again only when it changes (a refusal is recorded before its
                 # pod is deleted, so a pod created after it is read with it).
                 self._recheck.add(key)
-        elif not spec(pod).get("nodeName") and self.managed(pod):
-            pin = pinned_node(pod) if self.config.gate not in gate_names(pod) else None
-            if pin is not None:
-                self._recheck.add(key)
-                if not self.refusals.observe(pod, pin):
-                    self._view[key] = self._pinned_view(key, pod, pin)
-            # Otherwise another scheduler's pending pod: not ours to place or count.
-        else:
+        elif (pin := self._waiting_pin(pod)) is not None:
+            self._recheck.add(key)
+            if not self.refusals.observe(pod, pin):
+                self._view[key] = self._pinned_view(key, pod, pin)
+        elif spec(pod).get("nodeName") or not self.managed(pod):
             self._view[key] = pod
+        # Otherwise another scheduler's pending pod: not ours to place or count.
 
     def _pinned_view(self, key: PodKey, pod: dict[str, Any], pin: str) -> dict[str, Any]:
         """A pinned pod counted on its node: one object while the pod is the same, so the
