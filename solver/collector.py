@@ -24,6 +24,15 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def settle_survivors() -> None:
+    """Collect what is garbage now, then take every survivor out of the collector's walks
+    (``gc.freeze``): for objects kept until they are replaced wholesale, which later full
+    collections would otherwise walk to free nothing. They are still freed by reference
+    counting when their last reference goes."""
+    gc.collect()
+    gc.freeze()
+
+
 RESCAN_EVERY = 100
 """Settles between two full collections that see everything (and free the cycles among the
 objects settled since). With 15,000 pods running one walks 1.3 million objects in half a second
@@ -50,5 +59,6 @@ class Settling:
         self.calls += 1
         if self.calls % self.rescan_every == 0:
             gc.unfreeze()
-            gc.collect()
-        gc.freeze()
+            settle_survivors()
+        else:
+            gc.freeze()

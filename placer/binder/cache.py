@@ -8,13 +8,13 @@ about to write (a pod decided and handed to enforcement) is assumed there even e
 next batch is solved around it while its Binding is still in flight.
 """
 
-import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
+from solver.collector import settle_survivors
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,7 @@ class ClusterCache:
             self._node_list += 1
         # The listed objects live until the next resync: move them out of the collector's
         # sight, or every full collection walks 15,000 pods to free nothing.
-        gc.collect()
-        gc.freeze()
+        settle_survivors()
         log.info(
             "cache resynced: nodes=%d pods=%d statefulsets=%d version=%s",
             len(nodes),
