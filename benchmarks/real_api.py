@@ -80,6 +80,7 @@ from tests.e2e.control_plane import (
     create_node,
     find_assets,
     json_of,
+    stop_child,
 )
 
 POLICY = Policy()
@@ -352,12 +353,7 @@ class Binder:
         if self.process.poll() is not None:
             return None
         before = _children_cpu()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_child(self.process, timeout=30)
         return _children_cpu() - before
 
 

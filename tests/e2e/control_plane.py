@@ -206,15 +206,21 @@ class Process:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after ``timeout``: only this child, by its pid."""
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(timeout=timeout)
+        if self.popen is not None:
+            stop_child(self.popen, timeout)
+
+
+def stop_child(popen: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``: only this child, by its pid. Nothing if it has
+    exited already."""
+    if popen.poll() is not None:
+        return
+    popen.terminate()
+    try:
+        popen.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait(timeout=timeout)
 
 
 def wait_until(

@@ -39,7 +39,7 @@ from models.kube_objects import (
 from models.policy import Policy
 from placer.kube.adapter import KubernetesAdapter
 from solver.check import audit
-from tests.e2e.control_plane import ControlPlane, create_node, json_of
+from tests.e2e.control_plane import ControlPlane, create_node, json_of, stop_child
 
 pytestmark = pytest.mark.e2e
 
@@ -182,14 +182,8 @@ class BinderProcess:
         self.popen.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(timeout=30)
+        if self.popen is not None:
+            stop_child(self.popen, timeout=30)
 
 
 @dataclass
