@@ -2,6 +2,7 @@
 from every pod; after any sequence of watch events, assumptions, pins and gates it equals the
 snapshot a reader that has never seen the cluster builds whole from the same cache."""
 
+import gc
 from typing import Any
 
 import pytest
@@ -125,3 +126,33 @@ def test_the_binders_snapshot_equals_one_read_whole(enforce: str, steps: list[An
         read = binder.reader.read()
         assert read == _fresh_read(binder)
     assert binder.reader.builder.incremental_builds + binder.reader.builder.whole_builds >= 1
+
+
+def test_a_read_leaves_the_collector_nothing_young_to_walk() -> None:
+    """The objects a build makes are all kept (the snapshot, its members, the parsed pods), so
+    they are settled before the collector comes back on: otherwise its first allocation after
+    that starts a collection walking every one of them, to free nothing."""
+    pods = [
+        redis_pod(f"c-{s}-{i}", "c", s, None, schedulerName="redis-placer")
+        for s in range(200)
+        for i in range(3)
+    ]
+    fake = FakeKubeAdapter(
+        nodes=[node(f"n{i}", f"z{i % 3}", f"r{i}") for i in range(60)], pods=pods
+    )
+    binder = Binder(fake, Policy(), BinderConfig())
+    binder.cache.resync()
+    started: list[int] = []
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        snapshot = binder.reader.read()[0]
+    finally:
+        gc.callbacks.remove(note)
+        gc.unfreeze()
+    assert len([m for m in snapshot.members if m.pod.pending]) == 600  # a read worth settling
+    assert started == []

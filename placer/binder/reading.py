@@ -246,7 +246,10 @@ class Reader:
         started, cpu = time.monotonic(), time.thread_time()
         with collector_paused():  # a new Snapshot, its members and indexes: all kept
             result = self.build()
-        self.settling.settle()
+            # Settled before the collector is back on: its first allocation after that would
+            # otherwise walk every object the build made, to free nothing (an eighth of the
+            # decision thread's CPU on 1,500 pods arriving).
+            self.settling.settle()
         self.read_cpu_seconds += time.thread_time() - cpu
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
         took = time.monotonic() - started
