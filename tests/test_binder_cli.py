@@ -1,9 +1,13 @@
 """The ``binder`` command's surface: both modes documented, a bad kubeconfig is one clear error."""
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from placer.binder.config import SWITCH_INTERVAL
 from placer.cli import main
 
 
@@ -21,6 +25,23 @@ def test_unreadable_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "Traceback" not in result.output
     assert "error" in result.output.lower()
+
+
+@pytest.fixture(autouse=True)
+def _switch_interval_restored() -> Iterator[None]:
+    """The binder command sets the process's switch interval: the tests' process keeps its own."""
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_the_binder_lets_its_computing_thread_run_longer_between_hand_overs(
+    tmp_path: Path,
+) -> None:
+    """Set at start, before anything connects: the process is the binder's own."""
+    sys.setswitchinterval(0.005)
+    CliRunner().invoke(main, ["binder", "--kubeconfig", str(tmp_path / "nope")])
+    assert sys.getswitchinterval() == SWITCH_INTERVAL
 
 
 def test_each_command_module_can_be_imported_first() -> None:

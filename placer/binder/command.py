@@ -2,13 +2,14 @@
 
 import logging
 import signal
+import sys
 import threading
 from typing import Any
 
 import click
 
 from placer.binder.background import DEFAULT_QPS
-from placer.binder.config import DEFAULT_SCHEDULER_QPS
+from placer.binder.config import DEFAULT_SCHEDULER_QPS, SWITCH_INTERVAL
 from placer.binder.loop import (
     DEFAULT_BATCH_SECONDS,
     DEFAULT_BINDER_TIME_LIMIT,
@@ -164,6 +165,7 @@ def command(
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    sys.setswitchinterval(SWITCH_INTERVAL)  # the decision thread among the writing ones
     policy = read_policy(policy_path)
     # every request in flight holds a connection: the writes, both watches, the Lease
     adapter = connect(kubeconfig, context, pool_size=concurrency + 8)
