@@ -247,8 +247,8 @@ class Reader:
         with collector_paused():  # a new Snapshot, its members and indexes: all kept
             result = self.build()
             # Settled before the collector is back on: its first allocation after that would
-            # otherwise walk every object the build made, to free nothing (an eighth of the
-            # decision thread's CPU on 1,500 pods arriving).
+            # otherwise walk every object the build made, to free nothing (a pause while this
+            # thread holds the interpreter; the CPU it costs is within the runs' spread).
             self.settling.settle()
         self.read_cpu_seconds += time.thread_time() - cpu
         self.ordered_pending = any(m.ordered and m.pod.pending for m in result[0].members)
