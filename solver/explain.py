@@ -10,7 +10,7 @@ assumption literals.
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from models.cluster import Member, Role
 from models.policy import Policy
@@ -22,9 +22,10 @@ from solver.cpsat import cp_model
 from solver.predicates import blocking_reason, node_accepts_new_pods
 from solver.volumes import held_reason
 
+SHORT = "not placed: "
+"""How the short reason of a shard left out for room begins (``GENERIC`` and the proven one)."""
 GENERIC = (
-    "not placed: no room left that keeps every hard rule once the other shards of the batch "
-    "are placed"
+    f"{SHORT}no room left that keeps every hard rule once the other shards of the batch are placed"
 )
 EXPLAIN_LIMIT = 20_000
 """Class-model size (candidate classes over groups) up to which a conflict is explained."""
@@ -159,6 +160,29 @@ def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
     return None
 
 
+def _no_master_room(problem: Problem, shard: str) -> str | None:
+    """Why a shard without a master cannot have one: every node with room for its pods holds
+    ``rules.maxMastersPerNode`` masters already. Running masters stay where they are, so no
+    placement of the batch changes that (a full cluster's every new shard: said without the
+    conflict model, which would take seconds to find the same)."""
+    entry = problem.shards.get(shard)
+    if entry is None or entry.fixed_master is not None:
+        return None
+    groups = [problem.groups[i] for i in entry.groups]
+    classes = {c for g in groups if Role.MASTER in g.roles for c in g.candidates}
+    if not classes:
+        return None  # no node takes its pods at all, or no member may be master: said elsewhere
+    cap = problem.policy.rules.max_masters_per_node
+    if any(problem.classes[c].fixed_masters < cap for c in classes):
+        return None
+    nodes = sum(problem.classes[c].size for c in classes)
+    return (
+        f"shard {shard} needs a master, and none of the {nodes} node(s) with room for its pods "
+        f"can take one: each holds {cap} already (rules.maxMastersPerNode is {cap}; running "
+        "masters stay where they are)"
+    )
+
+
 def unplaced_reasons(
     snapshot: Snapshot,
     policy: Policy,
@@ -167,12 +191,15 @@ def unplaced_reasons(
     encode_rules: list[Callable[..., None]],
     deadline: float | None,
     proven_most: int | None = None,
+    explain: Collection[str] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """(pod key -> why it is not placed, the conflict explanation if one was found).
 
     ``deadline`` None skips the conflict explanation (it solves a model of its own).
     ``proven_most``: the solver proved no plan places more pending pods than this; shards left
-    out for room then say so rather than solve a conflict model.
+    out for room say so where no conflict is explained for them.
+    ``explain``: the shards whose conflict with the others is worth that model (None: all);
+    when none of the shards in conflict is among them, they get the short reason.
     """
     by_shard: dict[str, list[Member]] = defaultdict(list)
     for member in missing:
@@ -207,10 +234,13 @@ def unplaced_reasons(
         )
         if without is not None:
             reasons[shard] = f"{without.key}: {filter_summary(problem, without)}"
+        elif (full := _no_master_room(problem, shard)) is not None:
+            reasons[shard] = full
         else:
             conflict.append(shard)
     explanation: list[str] = []
-    if conflict and problem is not None and deadline is not None:
+    wanted = explain is None or any(shard in explain for shard in conflict)
+    if conflict and problem is not None and deadline is not None and wanted:
         size = sum(len(g.candidates) for g in problem.groups)
         remaining = deadline - time.monotonic() - BUILD_SECONDS * size
         if size <= EXPLAIN_LIMIT and remaining > 0.2:
@@ -224,7 +254,7 @@ def unplaced_reasons(
     if proven_most is not None:
         pending = sum(1 for m in snapshot.pending if not m.pod.deleting)
         fallback = (
-            f"not placed: no plan places more than {proven_most} of the {pending} pending pods "
+            f"{SHORT}no plan places more than {proven_most} of the {pending} pending pods "
             "under every hard rule (proven by the solver), and this shard is among those left out"
         )
         if conflict and not explanation:
@@ -237,6 +267,12 @@ def unplaced_reasons(
         for m in members:
             out[m.key] = "pod is being deleted" if m.pod.deleting else reasons.get(shard, GENERIC)
     return out, explanation
+
+
+def left_out_for_room(reason: str) -> bool:
+    """Whether a pod's reason is the short one of a shard left out for room: the one it gets
+    when its conflict is not explained."""
+    return reason.startswith(SHORT)
 
 
 def _names(line: str, shard: str) -> bool:

@@ -85,6 +85,11 @@ class SolveOptions:
     """Deterministic seconds level one seeks a proof before the gap may stop it (None: the
     levels' own ``PROOF_FIRST``). The binder asks for less: its batches are many and small,
     and the next one is its second chance."""
+    explain_shards: frozenset[str] | None = None
+    """Shards whose conflict with the others, should they be left out, is worth a model of its
+    own (solver/explain.py); None: every shard. The binder names the shards it has not yet
+    explained: a shard it retries every few seconds would otherwise pay for that model (up to
+    two seconds, ahead of the batch's bindings) on every retry."""
 
 
 @dataclass
@@ -787,6 +792,7 @@ def _mark_unplaced(
         [r.encode for r in RULES],
         deadline if options.explain else None,
         proven_most,
+        options.explain_shards,
     )
     placement.unplaced = reasons
     placement.explanation = explanation

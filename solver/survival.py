@@ -9,6 +9,7 @@ which D domains of at most (M - 1) // 2 masters each must be able to hold.
 """
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from models.cluster import Member, Node
 from models.plan import LevelVerdict, Plan
@@ -99,25 +100,31 @@ asks batch after batch about the same nodes (one tuple while no node changes).""
 
 
 def _open_domains(nodes: tuple[Node, ...], level: Level) -> frozenset[str | None]:
+    """The named domains of the nodes that take new pods."""
     kept = _open.get(level)
     if kept is not None and kept[0] is nodes:
         return kept[1]
     found = frozenset(node.domain(level) for node in nodes if node_accepts_new_pods(node))
+    found -= {None}
     _open[level] = (nodes, found)
     return found
 
 
+def _domains_with(nodes: tuple[Node, ...], level: Level, running: Iterable[Node]) -> int:
+    """Domains that could hold a Redis cluster's members: those of nodes that take new pods, and
+    those its members run in now (an upper bound, so 'cannot' is proven). Counted without
+    copying the open ones: at the host level they are every node, for every cluster."""
+    open_domains = _open_domains(nodes, level)
+    more = {node.domain(level) for node in running} - open_domains
+    more.discard(None)
+    return len(open_domains) + len(more)
+
+
 def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
-    """Domains that could hold the cluster's members: those of nodes that take new pods, and
-    those its members run in now (an upper bound, so 'cannot' is proven)."""
-    held: set[str | None] = set(_open_domains(snapshot.nodes, level))
+    """``_domains_with`` for these members' running nodes."""
     nodes: dict[str, Node] = snapshot.node_by_name
-    for m in members:
-        running = nodes.get(m.pod.node_name or "")
-        if running is not None:
-            held.add(running.domain(level))
-    held.discard(None)
-    return len(held)
+    running = (nodes.get(m.pod.node_name or "") for m in members)
+    return _domains_with(snapshot.nodes, level, (n for n in running if n is not None))
 
 
 def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
@@ -138,13 +145,10 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
             sizes[m.shard] += 1
             if m.pod.node_name in nodes:
                 running.add(m.pod.node_name)
+        on = [nodes[name] for name in running]
         for level in levels:
-            # Domains that could hold the members: those of nodes that take new pods, and
-            # those its members run in now (an upper bound, so 'cannot' is proven).
-            held = set(_open_domains(snapshot.nodes, level))
-            held.update(nodes[name].domain(level) for name in running)
-            held.discard(None)
-            note = cannot_survive(cluster, len(sizes), dict(sizes), len(held), level)
+            held = _domains_with(snapshot.nodes, level, on)
+            note = cannot_survive(cluster, len(sizes), dict(sizes), held, level)
             if note is not None:
                 found[level].append(note)
     return found

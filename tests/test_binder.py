@@ -5,8 +5,11 @@ from typing import Any
 from models.kube_objects import flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
+from placer.binder.holding import EXPLAIN_AGAIN
 from placer.binder.loop import Binder, BinderConfig
+from placer.binder.solving import SAID_BEFORE
 from placer.kube.fake import FakeKubeAdapter
+from tests.kube_dicts import node, redis_pod
 
 
 def _fake(nodes: int = 12, shards: int = 4) -> FakeKubeAdapter:
@@ -217,3 +220,52 @@ def test_a_statefulset_created_after_the_binder_started_sizes_its_shard() -> Non
     report = binder.step(now=1001.0)
     assert [d.decision for d in report.decisions] == ["wait"]
     assert "2 of 3" in report.decisions[0].reason and fake.binds == []
+
+
+def _replica_with_no_zone_to_go() -> FakeKubeAdapter:
+    """A shard of two whose replica must leave its master's zone, where the other zone's one
+    node has no room: a conflict no retry resolves."""
+    nodes = [node("n0", "a", "r0"), node("n1", "a", "r1"), node("n2", "b", "r2", cpu="1")]
+    pods = [redis_pod(f"d-0-{k}", "d", 0, None, schedulerName="redis-placer") for k in range(2)]
+    for pod in pods:
+        pod["metadata"]["annotations"] = {"redis-placer.io/shard-size": "2"}
+    running = redis_pod("x-0-0", "x", 0, "master", node="n2", cpu="800m")
+    return FakeKubeAdapter(nodes=nodes, pods=[*pods, running])
+
+
+def test_a_shard_left_out_is_explained_at_length_first_then_short_until_its_tenth_retry() -> None:
+    """Explaining a conflict builds and solves a model of its own, up to two seconds ahead of
+    the batch's bindings, and a shard that does not fit is retried every minute or sooner:
+    its retries say it short and where the long reason was said."""
+    fake = _replica_with_no_zone_to_go()
+    policy = Policy.model_validate(
+        {
+            "rules": {"replicaSeparation": {"zone": "required"}},
+            "degradation": {"relaxWhenInfeasible": False},
+        }
+    )
+    binder = Binder(fake, policy, BinderConfig())
+    binder.step(now=1000.0)
+    first = binder.step(now=1001.5)
+    assert len(first.unplaced) == 2
+    assert all("replica-separation:zone" in reason for _, reason in first.unplaced)
+    refusals: list[list[str]] = []
+    now = 1001.5
+    for _ in range(4 * EXPLAIN_AGAIN):
+        if len(refusals) == EXPLAIN_AGAIN:
+            break
+        now += 61.0  # past the longest retry delay
+        binder.cache.poll(0)
+        report = binder.step(now=now)
+        if report.unplaced:
+            refusals.append([reason for _, reason in report.unplaced])
+    assert len(refusals) == EXPLAIN_AGAIN
+    for reasons in refusals[:-1]:
+        assert len(reasons) == 2
+        for reason in reasons:
+            assert reason.startswith("not placed: ") and SAID_BEFORE in reason, reason
+            assert "replica-separation" not in reason
+    assert all("replica-separation:zone" in reason for reason in refusals[-1])
+    events = [e["message"] for e in fake.events if e["reason"] == "FailedScheduling"]
+    assert any(SAID_BEFORE in m for m in events)
+    assert any("replica-separation:zone" in m for m in events)

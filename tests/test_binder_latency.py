@@ -10,7 +10,7 @@ import pytest
 from models.policy import Policy
 from placer.binder.batching import BatchSizer
 from placer.binder.enforce import Enforcer, Placement, ShardJob, ShardOutcome
-from placer.binder.holding import Holding, StepReport
+from placer.binder.holding import EXPLAIN_AGAIN, Holding, StepReport
 from placer.binder.loop import Binder, BinderConfig
 from placer.kube.fake import FakeKubeAdapter
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
@@ -222,3 +222,18 @@ def test_while_none_of_ours_is_pending_the_running_loop_reads_at_most_once_a_sec
     binder.cache.poll(0)
     report = binder._plan(1.7, quiet=True)
     assert report.read and binder.reader.reads == reads + 3 and report.solve_status is not None
+
+
+def test_a_shard_is_explained_on_its_first_refusal_every_tenth_and_afresh_once_placed() -> None:
+    holding = _holding(_Busy(0, None), BatchSizer(target_seconds=0.5, max_pods=600))
+    assert holding.to_explain(["c/0", "c/1"]) == {"c/0", "c/1"}
+    holding.leave_out("c/0", now=10.0)
+    assert holding.to_explain(["c/0", "c/1"]) == {"c/1"}
+    for _ in range(EXPLAIN_AGAIN - 1):
+        holding.leave_out("c/0", now=10.0)
+    assert holding.to_explain(["c/0"]) == {"c/0"}
+    holding.leave_out("c/0", now=10.0)
+    assert holding.to_explain(["c/0"]) == frozenset()
+    holding.in_flight.add("c/0")  # then it fit, and its pods were bound
+    holding.finish([ShardOutcome("c/0", "b-2")], StepReport(), now=20.0)
+    assert holding.to_explain(["c/0"]) == {"c/0"}

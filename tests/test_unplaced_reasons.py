@@ -72,3 +72,58 @@ def test_a_pod_no_node_accepts_gets_the_filter_tally() -> None:
     plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
     [u] = plan.unplaced
     assert "0/3 nodes are available: 3 insufficient memory" in u.reason
+
+
+def _shards_left_out(plan: Plan, shards: frozenset[str]) -> set[str]:
+    return set(shards) - {f"{a.cluster}/{a.shard}" for a in plan.assignments if a.node}
+
+
+def test_a_conflict_among_shards_explained_before_is_said_short() -> None:
+    """The binder retries a shard that did not fit every few seconds; it names the shards not
+    yet explained, and a conflict among the others gets the short reason, without a model of
+    its own."""
+    pods = [redis_pod(f"c-{s}-0", "c", s, None) for s in range(5)]
+    every = frozenset(f"default/c/{s}" for s in range(5))
+    long = solve(
+        snapshot(three_nodes(), pods),
+        Policy(),
+        "place",
+        SolveOptions(time_limit=5, workers=1, explain_shards=every),
+    )
+    left_out = _shards_left_out(long, every)
+    assert len(left_out) == 2
+    assert any("master-exclusivity" in line for line in long.explanation)
+    short = solve(
+        snapshot(three_nodes(), pods),
+        Policy(),
+        "place",
+        SolveOptions(time_limit=5, workers=1, explain_shards=every - left_out),
+    )
+    assert _shards_left_out(short, every) == left_out
+    assert not any("master-exclusivity" in line for line in short.explanation)
+    for u in short.unplaced:
+        assert u.reason.startswith("not placed: no plan places more than 3 of the 5"), u.reason
+
+
+def test_a_shard_no_node_can_take_a_master_for_says_so_without_a_conflict_model() -> None:
+    """Every node with room holds its one master already: no placement of the batch changes
+    that, so the reason says it at once rather than as a conflict found by a model."""
+    running = [redis_pod(f"c-{s}-0", "c", s, "master", node=f"n{s}") for s in range(3)]
+    pods = [*running, redis_pod("d-0-0", "d", 0, None), redis_pod("d-0-1", "d", 0, None)]
+    plan = solve(snapshot(three_nodes(), pods), Policy(), "place", OPTIONS)
+    assert {u.pod for u in plan.unplaced} == {"default/d-0-0", "default/d-0-1"}
+    for u in plan.unplaced:
+        assert u.reason.startswith("shard default/d/0 needs a master, and none of the 3 node(s)")
+        assert "can take one: each holds 1 already" in u.reason, u.reason
+    assert not any("master-exclusivity" in line for line in plan.explanation)
+
+
+def test_a_node_left_with_room_for_a_master_leaves_the_conflict_to_the_model() -> None:
+    """With one node free of masters, two new shards conflict over it: not a shard's own
+    reason, so the model names the rules."""
+    running = [redis_pod(f"c-{s}-0", "c", s, "master", node=f"n{s}") for s in range(2)]
+    new = [redis_pod(f"d-{s}-0", "d", s, None) for s in range(2)]
+    plan = solve(snapshot(three_nodes(), [*running, *new]), Policy(), "place", OPTIONS)
+    [u] = plan.unplaced
+    assert "needs a master" not in u.reason
+    assert any("master-exclusivity" in line for line in plan.explanation)

@@ -32,6 +32,9 @@ QUIET_READ_SECONDS = 1.0
 every other pod's event (kube-scheduler binding the pins, in gate mode, fifty a second) would
 otherwise rebuild the snapshot only to find nothing to place. What such a read still catches
 (a pin kube-scheduler refused, a shard's PodDisruptionBudget) waits at most this long."""
+EXPLAIN_AGAIN = 10
+"""A shard the solver keeps leaving out is explained at length again after this many short
+refusals (about ten minutes at the longest retry delay): what keeps it out may have changed."""
 
 GATE_SLACK = 1.0
 """Gate mode: seconds of kube-scheduler's work kept in hand beyond the next batch's expected
@@ -90,6 +93,9 @@ class Holding:
         """Gate mode: pins kube-scheduler has yet to bind (0 in bind mode, where the binder's
         own writes are the end of the pipeline)."""
         self.retry: dict[str, tuple[int, float]] = {}
+        self.left_out: dict[str, int] = {}
+        """Shards the solver left out, by how many solves in a row: the first says why at
+        length, retries say it short (``to_explain``)."""
         self.in_flight: set[str] = set()
         """Shards handed to the enforcer whose outcome has not come back yet."""
         self.window_opened: float | None = None
@@ -120,6 +126,8 @@ class Holding:
         waiting_shards = {g.shard for g in shard_gangs}
         for shard in [s for s in self.retry if s not in waiting_shards | self.in_flight]:
             del self.retry[shard]  # placed (or gone) since: a later pod starts afresh
+        for shard in [s for s in self.left_out if s not in waiting_shards | self.in_flight]:
+            del self.left_out[shard]
         report.decisions = decisions
         ready: list[str] = []
         wake = [idle]
@@ -262,6 +270,7 @@ class Holding:
                 self.reporter.forget((namespace, pod))
             if outcome.complete:
                 self.retry.pop(outcome.shard, None)
+                self.left_out.pop(outcome.shard, None)
             else:
                 self.backoff(outcome.shard, now, immediate=True)
         if report.failed:
@@ -270,6 +279,19 @@ class Holding:
             retries = [t - now for _, t in self.retry.values() if t > now]  # past ones: no spin
             report.next_step_in = max(0.0, min([report.next_step_in, *retries]))
         return errors
+
+    def leave_out(self, shard: str, now: float) -> None:
+        """The solver left the shard out: retry it later, and count the refusal."""
+        self.left_out[shard] = self.left_out.get(shard, 0) + 1
+        self.backoff(shard, now)
+
+    def to_explain(self, shards: Iterable[str]) -> frozenset[str]:
+        """Of these shards, those whose conflict with the rest is worth explaining should the
+        solver leave them out: never left out yet, or left out ``EXPLAIN_AGAIN`` times since
+        they were last explained. Explaining builds and solves a model of its own, up to two
+        seconds before the batch's first binding, and a shard that does not fit is retried
+        every minute or sooner."""
+        return frozenset(s for s in shards if self.left_out.get(s, 0) % EXPLAIN_AGAIN == 0)
 
     def backoff(self, shard: str, now: float, immediate: bool = False) -> None:
         attempts = self.retry.get(shard, (0, now))[0] + 1

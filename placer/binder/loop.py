@@ -153,7 +153,13 @@ class Binder:
             handed_down=self.reader.pinned_waiting,
         )
         self.solving = Solving(
-            policy, self.config, self.metrics, self.sizer, self.warm, self.run_id
+            policy,
+            self.config,
+            self.metrics,
+            self.sizer,
+            self.warm,
+            self.run_id,
+            self.holding.to_explain,
         )
         self.writer = Writer(
             adapter,
@@ -324,7 +330,7 @@ class Binder:
             if u.shard is not None:
                 unplaced_shards.add(u.shard)
         for shard in unplaced_shards:
-            self.holding.backoff(shard, now)  # once per failed solve, not once per pod
+            self.holding.leave_out(shard, now)  # once per failed solve, not once per pod
 
     # -- events --------------------------------------------------------------------------
 

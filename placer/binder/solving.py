@@ -11,7 +11,7 @@ import itertools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,10 @@ from placer.binder.batching import BatchSizer
 from placer.binder.cache import PodKey
 from placer.binder.config import BinderConfig
 from placer.binder.enforce import Placement
-from placer.binder.holding import StepReport
+from placer.binder.holding import EXPLAIN_AGAIN, StepReport
 from placer.binder.reporting import plan_summary, survival_summary
 from placer.metrics import Metrics
+from solver.explain import left_out_for_room
 from solver.greedy import greedy_plan
 from solver.solve import SolveOptions, solve
 from solver.survival import verdicts_for
@@ -44,6 +45,8 @@ class Solved:
     batch: Snapshot
     batch_id: str
     seconds: float
+    explained: frozenset[str] | None = None
+    """The shards whose conflict the solve would explain if left out (None: all of them)."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,12 @@ class Solving:
         sizer: BatchSizer,
         warm: Warm,
         run_id: str,
+        to_explain: Callable[[Iterable[str]], frozenset[str]] | None = None,
     ) -> None:
         self.policy = policy
+        self.to_explain = to_explain
+        """Of a batch's shards, those whose conflict is worth explaining if they are left out
+        (``Holding.to_explain``); None: all of them."""
         self.config = config
         self.metrics = metrics
         self.sizer = sizer
@@ -94,8 +101,14 @@ class Solving:
             eligibility=self.warm.eligibility,
             search=False,  # latency: the next batch is the binder's second chance
             proof_first=self.config.proof_first,
+            explain_shards=self._to_explain(snapshot),
         )
         return solve(snapshot, self.policy, "place", options)
+
+    def _to_explain(self, snapshot: Snapshot) -> frozenset[str] | None:
+        if self.to_explain is None:
+            return None
+        return self.to_explain({m.shard_key for m in snapshot.pending})
 
     def solve_batch(
         self,
@@ -146,7 +159,7 @@ class Solving:
             cpu,
             *reads,
         )
-        return Solved(plan, batch, batch_id, seconds)
+        return Solved(plan, batch, batch_id, seconds, self._to_explain(batch))
 
     def summary(self, solved: Solved) -> LaterText:
         """What each Scheduled event of the batch says about the batch, made when the first
@@ -188,18 +201,31 @@ def placements(
     ]
 
 
+SAID_BEFORE = (
+    "which rules conflict was said when the shard was first left out, and is said again "
+    f"every {EXPLAIN_AGAIN}th time"
+)
+
+
 def unplaced(solved: Solved, ours: Mapping[PodKey, str]) -> list[Unplaced]:
-    """Our pods the plan left unplaced, each with the plan's reason and explanation."""
+    """Our pods the plan left unplaced, each with the plan's reason and what its explanation
+    adds to it; a shard left out again, not explained again, says where that was said."""
     by_key = {f"{k[0]}/{k[1]}": k for k in ours}
-    explanation = "; ".join(solved.plan.explanation)
     batch_members = {m.key: m for m in solved.batch.members}
     found: list[Unplaced] = []
     for u in solved.plan.unplaced:
         key = by_key.get(u.pod)
         if key is None:
             continue
-        reason = u.reason + (f" ({explanation})" if explanation else "")
         member = batch_members.get(u.pod)
         shard = member.shard_key if member is not None else None
+        more = [line for line in solved.plan.explanation if line not in u.reason]
+        if (
+            solved.explained is not None
+            and shard not in solved.explained
+            and left_out_for_room(u.reason)
+        ):
+            more.append(SAID_BEFORE)
+        reason = u.reason + (f" ({'; '.join(more)})" if more else "")
         found.append(Unplaced(key, u.pod, reason, shard))
     return found
