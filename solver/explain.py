@@ -12,12 +12,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
 
-from models.cluster import Member, Role
+from models.cluster import Member, Node, Pod, Role
 from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
 from solver.classes.cpmodel import PlacementModel, build_variables
-from solver.classes.problem import Group, Problem, build_problem
+from solver.classes.problem import Group, Problem, build_problem, constraint_signature
 from solver.cpsat import cp_model
 from solver.predicates import blocking_reason, node_accepts_new_pods
 from solver.volumes import held_reason
@@ -111,23 +111,52 @@ def _masters_possible(snapshot: Snapshot) -> Counter[str]:
     return out
 
 
-def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
+class _Accepting:
+    """Per kind of pod (``constraint_signature``): the nodes whose filter it passes, worked out
+    once for every shard of that kind rather than once per shard (a full cluster leaves
+    thousands of shards out, each asking of every node); and the masters each Redis cluster
+    can have, worked out once."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._nodes: dict[tuple[object, ...], tuple[list[Node], frozenset[str | None]]] = {}
+        self._masters: Counter[str] | None = None
+
+    def nodes(self, pod: Pod) -> tuple[list[Node], frozenset[str | None]]:
+        """The nodes that accept the pod, and their hosts."""
+        kind = constraint_signature(pod)
+        found = self._nodes.get(kind)
+        if found is None:
+            nodes = [n for n in self.snapshot.nodes if blocking_reason(pod, n) is None]
+            found = self._nodes[kind] = (nodes, frozenset(n.host for n in nodes))
+        return found
+
+    def masters(self, cluster: str) -> int:
+        if self._masters is None:
+            self._masters = _masters_possible(self.snapshot)
+        return self._masters[cluster]
+
+
+def _structural(
+    snapshot: Snapshot, policy: Policy, shard: str, accepting: _Accepting
+) -> str | None:
     """A reason no placement of the batch could overcome, or None."""
     members = snapshot.shards[shard]
     pending = [m for m in members if m.pod.pending and not m.pod.deleting]
     nodes = snapshot.node_by_name
     fixed_hosts = {nodes[m.pod.node_name].host for m in members if m.pod.node_name in nodes}
     probe = pending[0]
-    hosts = {n.host for n in snapshot.nodes if blocking_reason(probe.pod, n) is None}
+    open_nodes, hosts = accepting.nodes(probe.pod)
     size = len(fixed_hosts) + len(pending)
-    if hosts and size > len(hosts | fixed_hosts):  # no host at all: the filter tally says why
+    held = len(hosts) + len(fixed_hosts - hosts)
+    if hosts and size > held:  # no host at all: the filter tally says why
         refused = Counter(
             r for n in snapshot.nodes if (r := blocking_reason(probe.pod, n)) is not None
         )
         others = ", ".join(f"{count} {why}" for why, count in refused.most_common(3))
         return (
             f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
-            f"of a shard never share one); {len(hosts | fixed_hosts)} hosts accept its pods"
+            f"of a shard never share one); {held} hosts accept its pods"
             + (f" (the other nodes: {others})" if others else "")
         )
     level = policy.rules.survive
@@ -139,7 +168,7 @@ def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
             f"any one {level}, so two members at least"
         )
     cluster = members[0].cluster
-    masters = _masters_possible(snapshot)[cluster]
+    masters = accepting.masters(cluster)
     if masters < 3:
         word = "master" if masters == 1 else "masters"
         return (
@@ -147,11 +176,7 @@ def _structural(snapshot: Snapshot, policy: Policy, shard: str) -> str | None:
             f"keep a majority after losing one; survive: {level} needs at least 3 masters "
             "(Redis Cluster needs 3 to fail over on its own)"
         )
-    domains = {
-        n.domain(level)
-        for n in snapshot.nodes
-        if node_accepts_new_pods(n) and blocking_reason(probe.pod, n) is None
-    }
+    domains = {n.domain(level) for n in open_nodes if node_accepts_new_pods(n)}
     if len(domains) < 3:
         return (
             f"survive: {level} needs the masters of {cluster} in at least 3 {level}s (losing "
@@ -205,6 +230,7 @@ def unplaced_reasons(
     for member in missing:
         by_shard[member.shard_key].append(member)
     reasons: dict[str, str] = {}
+    accepting = _Accepting(snapshot)
     problem: Problem | None = None
     group_of: dict[str, Group] = {}
     conflict: list[str] = []
@@ -219,7 +245,7 @@ def unplaced_reasons(
         if held is not None:
             reasons[shard] = held
             continue
-        structural = _structural(snapshot, policy, shard)
+        structural = _structural(snapshot, policy, shard, accepting)
         if structural is not None:
             reasons[shard] = structural
             continue

@@ -127,3 +127,19 @@ def test_a_node_left_with_room_for_a_master_leaves_the_conflict_to_the_model() -
     [u] = plan.unplaced
     assert "needs a master" not in u.reason
     assert any("master-exclusivity" in line for line in plan.explanation)
+
+
+def test_shards_of_different_kinds_count_the_hosts_their_own_pods_may_use() -> None:
+    """Which nodes accept a pod is worked out once per kind of pod: a shard with a nodeSelector
+    and one without each count their own hosts."""
+    nodes = three_nodes()
+    nodes[0]["metadata"]["labels"]["disk"] = "ssd"
+    picky = [redis_pod(f"p-0-{k}", "p", 0, None, nodeSelector={"disk": "ssd"}) for k in range(2)]
+    big = [redis_pod(f"b-0-{k}", "b", 0, None) for k in range(4)]
+    plan = solve(snapshot(nodes, [*picky, *big]), Policy(), "place", OPTIONS)
+    reasons = {u.pod: u.reason for u in plan.unplaced}
+    assert len(reasons) == 6
+    assert "needs 2 distinct hosts" in reasons["default/p-0-0"], reasons["default/p-0-0"]
+    assert "1 hosts accept its pods" in reasons["default/p-0-0"]
+    assert "needs 4 distinct hosts" in reasons["default/b-0-0"], reasons["default/b-0-0"]
+    assert "3 hosts accept its pods" in reasons["default/b-0-0"]

@@ -142,7 +142,8 @@ class Problem:
         return c.host or f"class:{c.index}"
 
 
-def _constraint_signature(pod: Pod) -> tuple[object, ...]:
+def constraint_signature(pod: Pod) -> tuple[object, ...]:
+    """What decides which nodes accept the pod: pods alike in it are one kind to every filter."""
     return (
         pod.tolerations,
         tuple(sorted(pod.node_selector.items())),
@@ -212,7 +213,7 @@ def build_problem(
     # Pod constraint types, to split nodes by which types they accept.
     types: dict[tuple[object, ...], Pod] = {}
     for member in movable:
-        types.setdefault(_constraint_signature(member.pod), member.pod)
+        types.setdefault(constraint_signature(member.pod), member.pod)
     type_list = list(types.values())
 
     figures = [m.pod.requests.memory for m in movable]
@@ -291,7 +292,7 @@ def build_problem(
         shard = shards[member.shard_key]
         roles = _allowed_roles(member, shard, mode)
         requests = model_units(member.pod.requests, round_up=True, unit=unit)
-        sig = _constraint_signature(member.pod)
+        sig = constraint_signature(member.pod)
         origin = member.pod.node_name if not member.pod.pending else None
         if origin is None:
             gkey: tuple[object, ...] = (member.shard_key, roles, requests, sig)
