@@ -132,8 +132,7 @@ def test_a_node_left_with_room_for_a_master_leaves_the_conflict_to_the_model() -
 def test_shards_of_different_kinds_count_the_hosts_their_own_pods_may_use() -> None:
     """Which nodes accept a pod is worked out once per kind of pod: a shard with a nodeSelector
     and one without each count their own hosts."""
-    nodes = three_nodes()
-    nodes[0]["metadata"]["labels"]["disk"] = "ssd"
+    nodes = [node("n0", "a", "r0", labels={"disk": "ssd"}), *three_nodes()[1:]]
     picky = [redis_pod(f"p-0-{k}", "p", 0, None, nodeSelector={"disk": "ssd"}) for k in range(2)]
     big = [redis_pod(f"b-0-{k}", "b", 0, None) for k in range(4)]
     plan = solve(snapshot(nodes, [*picky, *big]), Policy(), "place", OPTIONS)
