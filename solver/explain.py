@@ -217,6 +217,7 @@ def unplaced_reasons(
     deadline: float | None,
     proven_most: int | None = None,
     explain: Collection[str] | None = None,
+    masters_stay: bool = True,
 ) -> tuple[dict[str, str], list[str]]:
     """(pod key -> why it is not placed, the conflict explanation if one was found).
 
@@ -225,6 +226,8 @@ def unplaced_reasons(
     out for room say so where no conflict is explained for them.
     ``explain``: the shards whose conflict with the others is worth that model (None: all);
     when none of the shards in conflict is among them, they get the short reason.
+    ``masters_stay``: running masters keep their nodes (place mode), so a shard whose master no
+    node with room can take says so; rebalance may move them, and leaves that to the model.
     """
     by_shard: dict[str, list[Member]] = defaultdict(list)
     for member in missing:
@@ -260,7 +263,7 @@ def unplaced_reasons(
         )
         if without is not None:
             reasons[shard] = f"{without.key}: {filter_summary(problem, without)}"
-        elif (full := _no_master_room(problem, shard)) is not None:
+        elif masters_stay and (full := _no_master_room(problem, shard)) is not None:
             reasons[shard] = full
         else:
             conflict.append(shard)

@@ -424,7 +424,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     assert best.plan is not None and best.verdict is not None
     if mode == "rebalance":
         stay_reasons = _stay_reasons(snapshot, best, repaired, stay_reasons)
-    _mark_unplaced(snapshot, policy, best, unplaceable, options, deadline, bounds)
+    _mark_unplaced(snapshot, policy, mode, best, unplaceable, options, deadline, bounds)
     plan = best.plan.model_copy(
         update={
             "unplaced": [
@@ -770,6 +770,7 @@ def _broken(policy: Policy, best: _Candidate) -> list[str]:
 def _mark_unplaced(
     snapshot: Snapshot,
     policy: Policy,
+    mode: Mode,
     best: _Candidate,
     unplaceable: dict[str, str],
     options: SolveOptions,
@@ -793,6 +794,7 @@ def _mark_unplaced(
         deadline if options.explain else None,
         proven_most,
         options.explain_shards,
+        masters_stay=mode == "place",
     )
     placement.unplaced = reasons
     placement.explanation = explanation

@@ -118,6 +118,15 @@ def test_a_shard_no_node_can_take_a_master_for_says_so_without_a_conflict_model(
     assert not any("master-exclusivity" in line for line in plan.explanation)
 
 
+def test_rebalance_may_move_masters_so_it_leaves_the_master_room_to_the_model() -> None:
+    running = [redis_pod(f"c-{s}-0", "c", s, "master", node=f"n{s}") for s in range(3)]
+    pods = [*running, redis_pod("d-0-0", "d", 0, None), redis_pod("d-0-1", "d", 0, None)]
+    plan = solve(snapshot(three_nodes(), pods), Policy(), "rebalance", OPTIONS)
+    assert {u.pod for u in plan.unplaced} == {"default/d-0-0", "default/d-0-1"}
+    for u in plan.unplaced:
+        assert "needs a master" not in u.reason and "master-exclusivity" in u.reason, u.reason
+
+
 def test_a_node_left_with_room_for_a_master_leaves_the_conflict_to_the_model() -> None:
     """With one node free of masters, two new shards conflict over it: not a shard's own
     reason, so the model names the rules."""
