@@ -123,11 +123,10 @@ class Holding:
         """
         shard_gangs = gangs(snapshot, set(ours.values()), waited)
         decisions = [decide(g, self.policy.permit) for g in shard_gangs]
-        waiting_shards = {g.shard for g in shard_gangs}
-        for shard in [s for s in self.retry if s not in waiting_shards | self.in_flight]:
-            del self.retry[shard]  # placed (or gone) since: a later pod starts afresh
-        for shard in [s for s in self.left_out if s not in waiting_shards | self.in_flight]:
-            del self.left_out[shard]
+        live = {g.shard for g in shard_gangs} | self.in_flight
+        for kept in (self.retry, self.left_out):
+            for shard in [s for s in kept if s not in live]:
+                del kept[shard]  # placed (or gone) since: a later pod starts afresh
         report.decisions = decisions
         ready: list[str] = []
         wake = [idle]
