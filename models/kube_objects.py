@@ -126,13 +126,22 @@ def _flow_depth(text: str) -> int:
     return deepest
 
 
-def flatten(docs: Iterable[Any], source: str = "input") -> list[dict[str, Any]]:
+def flatten(
+    docs: Iterable[Any], source: str = "input", _seen: set[int] | None = None
+) -> list[dict[str, Any]]:
+    """The objects of decoded documents, ``List`` kinds unwrapped.
+
+    A list reached twice is refused: only a YAML alias makes one, and a dump lists each object
+    once. Followed, a few nested aliases would list the same objects billions of times (a
+    700-byte file took gigabytes and minutes before "appears twice" could be said)."""
+    seen = set() if _seen is None else _seen
     objects: list[dict[str, Any]] = []
     for index, doc in enumerate(docs):
         if doc is None:
             continue
         if isinstance(doc, list):
-            objects.extend(flatten(doc, source))
+            _once(doc, seen, source)
+            objects.extend(flatten(doc, source, seen))
             continue
         if not isinstance(doc, dict):
             raise InputError(
@@ -142,16 +151,27 @@ def flatten(docs: Iterable[Any], source: str = "input") -> list[dict[str, Any]]:
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise InputError("items is not a list", obj=source, field=f"document {index}")
-            objects.extend(flatten(items, source))
+            _once(items, seen, source)
+            objects.extend(flatten(items, source, seen))
         else:
             objects.append(doc)
     return objects
 
 
+def _once(items: list[Any], seen: set[int], source: str) -> None:
+    if id(items) in seen:
+        raise InputError(
+            "lists the same items twice (a YAML alias): a dump lists each object once",
+            obj=source,
+        )
+    seen.add(id(items))
+
+
 def _name_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    kind = str(obj.get("kind", "object"))
+    kind = obj.get("kind")
+    kind = kind if isinstance(kind, str) and kind else "object"
     name = meta.get("name", "<unnamed>")
     ns = meta.get("namespace")
     return f"{kind.lower()} {ns}/{name}" if ns else f"{kind.lower()} {name}"
@@ -258,11 +278,11 @@ def _request_parts(containers: object) -> object:
 
 def _pod_requests(spec: Mapping[str, Any], where: str) -> Resources:
     total = Resources()
-    for i, c in enumerate(spec.get("containers") or []):
+    for i, c in enumerate(_mappings(spec.get("containers"), where, "spec.containers")):
         total = total + _container_requests(c, where, f"spec.containers[{i}].resources")
     sidecars = Resources()
     peak_init = Resources()
-    for i, c in enumerate(spec.get("initContainers") or []):
+    for i, c in enumerate(_mappings(spec.get("initContainers"), where, "spec.initContainers")):
         req = _container_requests(c, where, f"spec.initContainers[{i}].resources")
         if c.get("restartPolicy") == "Always":
             sidecars = sidecars + req
@@ -295,11 +315,15 @@ def _requirements(raw: Any, where: str, field: str) -> tuple[SelectorRequirement
 
 
 def _affinity_terms(spec: Mapping[str, Any], where: str) -> tuple[SelectorTerm, ...]:
-    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    affinity = _mapping(spec.get("affinity"), where, "spec.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), where, "spec.affinity.nodeAffinity")
+    required_at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), where, required_at
+    )
     terms = []
-    base = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-    for i, t in enumerate(required.get("nodeSelectorTerms") or []):
+    base = f"{required_at}.nodeSelectorTerms"
+    for i, t in enumerate(_mappings(required.get("nodeSelectorTerms"), where, base)):
         terms.append(
             SelectorTerm(
                 match_expressions=_requirements(
@@ -311,23 +335,87 @@ def _affinity_terms(spec: Mapping[str, Any], where: str) -> tuple[SelectorTerm, 
     return tuple(terms)
 
 
+def _mapping(raw: object, where: str, field: str) -> Mapping[str, Any]:
+    """A part of an object that must be a mapping; absent or null reads as empty."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(f"must be a mapping, not {_shape(raw)}", obj=where, field=field)
+    return raw
+
+
+def _mappings(raw: object, where: str, field: str) -> list[Mapping[str, Any]]:
+    """A part that must be a list of mappings (containers, tolerations, taints, ...)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError(f"must be a list, not {_shape(raw)}", obj=where, field=field)
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise InputError(
+                f"must be a mapping, not {_shape(item)}", obj=where, field=f"{field}[{i}]"
+            )
+    return raw
+
+
+def _text(raw: object, where: str, field: str) -> str | None:
+    """A field Kubernetes holds as a string; null reads as absent."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    raise InputError(f"must be a string, not {_shape(raw)}", obj=where, field=field)
+
+
+def _strings(raw: object, where: str, field: str) -> dict[str, str]:
+    """Labels, annotations, a node selector: strings to strings, as Kubernetes stores them.
+
+    A value of another type was not read from a cluster; read as text it would make a label
+    like ``{'k': 'v'}`` a zone of its own, so it is refused where it is."""
+    out: dict[str, str] = {}
+    for key, value in _mapping(raw, where, field).items():
+        if not isinstance(value, str):
+            hint = " (quote it)" if isinstance(value, int | float) else ""
+            raise InputError(
+                f"must be a string, not {_shape(value)}{hint}", obj=where, field=f"{field}.{key}"
+            )
+        out[str(key)] = value
+    return out
+
+
+def _shape(raw: object) -> str:
+    if raw is None:
+        return "null"
+    if isinstance(raw, bool):
+        return f"the boolean {str(raw).lower()}"
+    if isinstance(raw, int | float):
+        return f"the number {raw!r}"
+    if isinstance(raw, str):
+        return f"the string {raw!r}"
+    if isinstance(raw, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(raw, list) else type(raw).__name__
+
+
 def parse_pod(obj: Mapping[str, Any]) -> Pod:
     where = _name_of(obj)
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    meta = _mapping(obj.get("metadata"), where, "metadata")
+    if obj.get("spec") is None:
+        raise InputError("is missing: every pod has one", obj=where, field="spec")
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
     if not meta.get("name"):
         raise InputError("metadata.name is missing", obj=where)
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    owner = owner or next(iter(meta.get("ownerReferences") or []), None)
+    _mappings(spec.get("volumes"), where, "spec.volumes")  # claim_names reads each one
+    owners = _mappings(meta.get("ownerReferences"), where, "metadata.ownerReferences")
+    owner = next((o for o in owners if o.get("controller")), None)
+    owner = owner or next(iter(owners), None)
     return Pod(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta["name"]),
         uid=str(meta.get("uid") or ""),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-        annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
-        node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
+        labels=_strings(meta.get("labels"), where, "metadata.labels"),
+        annotations=_strings(meta.get("annotations"), where, "metadata.annotations"),
+        node_name=_text(spec.get("nodeName"), where, "spec.nodeName") or None,
+        phase=_text(status.get("phase"), where, "status.phase") or "Pending",
         requests=pod_requests(spec, where),
         tolerations=tuple(
             Toleration(
@@ -336,15 +424,19 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                 value=t.get("value"),
                 effect=t.get("effect"),
             )
-            for t in spec.get("tolerations") or []
+            for t in _mappings(spec.get("tolerations"), where, "spec.tolerations")
         ),
-        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        node_selector=_strings(spec.get("nodeSelector"), where, "spec.nodeSelector"),
         affinity_terms=_affinity_terms(spec, where),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        scheduling_gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or []),
+        scheduler_name=_text(spec.get("schedulerName"), where, "spec.schedulerName")
+        or "default-scheduler",
+        scheduling_gates=tuple(
+            str(g.get("name"))
+            for g in _mappings(spec.get("schedulingGates"), where, "spec.schedulingGates")
+        ),
         owner_kind=owner.get("kind") if owner else None,
         owner_name=owner.get("name") if owner else None,
-        pod_ip=status.get("podIP"),
+        pod_ip=_text(status.get("podIP"), where, "status.podIP"),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         claims=claim_names(spec, str(meta["name"])),
@@ -408,8 +500,8 @@ def _parsed(parse: Any, obj: Mapping[str, Any], *args: Any) -> Any:
         raise InputError("nested too deeply to be a Kubernetes object", obj=_name_of(obj)) from None
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
-    for cond in status.get("conditions") or []:
+def _ready(conditions: list[Mapping[str, Any]]) -> bool:
+    for cond in conditions:
         if cond.get("type") == "Ready":
             return str(cond.get("status")) == "True"
     return False
@@ -417,13 +509,13 @@ def _ready(status: Mapping[str, Any]) -> bool:
 
 def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> Node:
     where = _name_of(obj)
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    meta = _mapping(obj.get("metadata"), where, "metadata")
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
     if not meta.get("name"):
         raise InputError("metadata.name is missing", obj=where)
     name = str(meta["name"])
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    labels = _strings(meta.get("labels"), where, "metadata.labels")
     raw_alloc = status.get("allocatable") or status.get("capacity")
     if not raw_alloc:
         issues.append(
@@ -449,9 +541,9 @@ def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> N
         allocatable=allocatable,
         taints=tuple(
             Taint(key=str(t.get("key")), value=t.get("value"), effect=str(t.get("effect")))
-            for t in spec.get("taints") or []
+            for t in _mappings(spec.get("taints"), where, "spec.taints")
         ),
-        ready=_ready(status),
+        ready=_ready(_mappings(status.get("conditions"), where, "status.conditions")),
         unschedulable=bool(spec.get("unschedulable")),
         zone=zone,
         rack=rack,
@@ -564,6 +656,20 @@ class ParseCache:
         self.members = {k: v for k, v in self.members.items() if k[:2] in live}
 
 
+def finished_issue(pod: Pod) -> Issue:
+    """A Redis pod that has finished is no member: said, since its shard is judged without it."""
+    return Issue(
+        object=f"pod {pod.key}",
+        message=f"has finished ({pod.phase}): not a member until it runs again",
+        severity="warning",
+    )
+
+
+_KINDS_READ = {k.lower(): k for k in ("Node", "Pod", "StatefulSet", *VOLUME_KINDS)}
+"""The kinds a snapshot reads, by their lower case: ``kind: pod`` is a typo, not another kind
+to pass over (its pod would vanish from the judgement without a word)."""
+
+
 def build_snapshot(
     objects: Iterable[Mapping[str, Any]], policy: Policy, cache: ParseCache | None = None
 ) -> Snapshot:
@@ -575,12 +681,19 @@ def build_snapshot(
     volumes = VolumeObjects()
     for position, obj in enumerate(objects, 1):
         kind = obj.get("kind")
-        if not kind:
+        if not kind or not isinstance(kind, str):
             meta = obj.get("metadata")
             named = _name_of(obj) if isinstance(meta, Mapping) and meta.get("name") else ""
+            problem = "is missing" if not kind else f"must be a string, not {_shape(kind)}"
             raise InputError(
-                "is missing: every object in a dump names its kind (Node, Pod, ...)",
+                f"{problem}: every object in a dump names its kind (Node, Pod, ...)",
                 obj=named or f"object #{position}",
+                field="kind",
+            )
+        if kind.lower() in _KINDS_READ and kind not in _KINDS_READ.values():
+            raise InputError(
+                f"{kind!r} is not a kind: kinds are spelled {_KINDS_READ[kind.lower()]!r}",
+                obj=f"object #{position}",
                 field="kind",
             )
         if kind == "Node":
@@ -609,17 +722,22 @@ def build_snapshot(
     size_source: dict[str, str] = {}
     others: list[Pod] = []
     selected: list[Pod] = []
+    said: list[Pod] = []
+    """The selected pods in order, finished ones too: each is said something of."""
     for pod in pods.values():
-        if pod.phase in TERMINAL_PHASES:
-            continue
         if policy.selects(pod.labels):
-            selected.append(pod)
-        elif not pod.pending:
+            said.append(pod)
+            if pod.phase not in TERMINAL_PHASES:
+                selected.append(pod)
+        elif not pod.pending and pod.phase not in TERMINAL_PHASES:
             others.append(pod)
     identities = identify(
         selected, statefulsets, policy, issues, cache.identities if cache else None
     )
-    for pod in selected:
+    for pod in said:
+        if pod.phase in TERMINAL_PHASES:
+            issues.append(finished_issue(pod))
+            continue
         found = identities[pod.key]
         if isinstance(found, Unidentified):
             issues.append(Issue(object=f"pod {pod.key}", message=found.message))

@@ -87,6 +87,14 @@ class LevelVerdict(Wire):
     cannot_survive: list[str] = []
     """Per Redis cluster that no placement on these domains could keep through the loss of one:
     why, and what would (more shards, more domains, a replica)."""
+    lost_already: list[str] = []
+    """What is lost before any failure (a shard with no member alive, a cluster already short
+    of a master majority): then nothing survives, and ``takes`` leaves these out."""
+
+    @property
+    def judged(self) -> bool:
+        """Something runs to judge: a Redis pod on a node of the snapshot, or a loss to name."""
+        return self.domains > 0 or bool(self.lost_already)
 
 
 class SkippedInput(Wire):

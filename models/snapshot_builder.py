@@ -27,6 +27,7 @@ from models.kube_objects import (
     TERMINAL_PHASES,
     ParseCache,
     build_snapshot,
+    finished_issue,
     report_missing_domains,
     report_shard_sizes,
     valid_shards,
@@ -205,7 +206,8 @@ class SnapshotBuilder:
             pod = pod.model_copy(update={"volumes": ()})
         attach = tuple(issues)
         if pod.phase in TERMINAL_PHASES:
-            return _Piece(obj, None, None, None, attach, (), (), "")
+            said = (finished_issue(pod),) if self.policy.selects(pod.labels) else ()
+            return _Piece(obj, None, None, None, attach, (), said, "")
         if not self.policy.selects(pod.labels):
             other = None if pod.pending else pod
             return _Piece(obj, None, None, other, attach, (), (), "")

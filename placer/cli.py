@@ -90,7 +90,7 @@ def _leave_fast(run: Any) -> None:
         code = 1
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # the reader has gone (| head)
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # | head, >&-
             stream.flush()
     os._exit(code)
 

@@ -801,6 +801,20 @@ def _level_takes(view: _View, level: Level) -> list[DomainTakes]:
     return found
 
 
+def lost_already(snapshot: Snapshot, plan: Plan) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """What the placement has lost before any failure: the shards with no member alive (their
+    pods on nodes gone from the snapshot, or left unplaced), and per Redis cluster already at
+    or under half its masters alive, (alive, in all). Every domain's loss "takes" these, so a
+    verdict names them once, as lost already, not domain by domain."""
+    census = _census(_View(snapshot, plan))
+    short = {
+        k: (census.masters_alive[k], n)
+        for k, n in census.masters_total.items()
+        if 2 * census.masters_alive[k] <= n
+    }
+    return census.dead_shards, short
+
+
 def survive_violation(
     level: Level,
     domain: str | None,

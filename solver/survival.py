@@ -12,10 +12,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from models.cluster import Member, Node
-from models.plan import LevelVerdict, Plan
+from models.plan import DomainTakes, LevelVerdict, Plan
 from models.policy import Level, Policy
 from models.snapshot import Snapshot
-from solver.check import domain_takes, final_placement, survival_levels
+from solver.check import domain_takes, final_placement, lost_already, survival_levels
 from solver.predicates import node_accepts_new_pods
 
 
@@ -172,17 +172,54 @@ def survival_verdicts(
     levels = survival_levels(policy, snapshot.nodes)
     may_take = not judged or any(v.rule == "survive" for v in plan.violations)
     takes = domain_takes(snapshot, plan, levels) if may_take else {}
-    return [
-        LevelVerdict(
-            level=level,
-            domains=len({n.domain(level) for n in held_nodes} - {None}),
-            survived=not takes.get(level),
-            severity="hard" if policy.rules.survive == level else "soft",
-            takes=takes.get(level, []),
-            cannot_survive=impossible.get(level, []),
+    dead, short = lost_already(snapshot, plan) if may_take else ([], {})
+    before = _lost_texts(dead, short)
+    verdicts = []
+    for level in levels:
+        domains = len({n.domain(level) for n in held_nodes} - {None})
+        taken = _beyond(takes.get(level, []), set(dead), short)
+        verdicts.append(
+            LevelVerdict(
+                level=level,
+                domains=domains,
+                survived=not taken and not before and domains > 0,
+                severity="hard" if policy.rules.survive == level else "soft",
+                takes=taken,
+                cannot_survive=impossible.get(level, []),
+                lost_already=before,
+            )
         )
-        for level in levels
-    ]
+    return verdicts
+
+
+def _beyond(
+    takes: list[DomainTakes], dead: set[str], short: dict[str, tuple[int, int]]
+) -> list[DomainTakes]:
+    """What each domain's loss takes beyond what is lost already: a cluster already short of a
+    majority is down whatever fails, and a dead shard is no domain's doing."""
+    kept = []
+    for t in takes:
+        if t.cluster in short:
+            continue
+        shards = [s for s in t.shards_lost if f"{t.cluster}/{s}" not in dead]
+        if shards or t.majority_lost:
+            kept.append(
+                t if shards == t.shards_lost else t.model_copy(update={"shards_lost": shards})
+            )
+    return kept
+
+
+def _lost_texts(dead: list[str], short: dict[str, tuple[int, int]]) -> list[str]:
+    texts = []
+    for cluster, (alive, total) in sorted(short.items()):
+        texts.append(
+            f"{cluster} has {alive} of {_plural(total, 'master')} on a node of the snapshot, "
+            "no majority"
+        )
+    if dead:
+        listed = ", ".join(dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
+        texts.append(f"shard(s) {listed} have no member on a node of the snapshot")
+    return texts
 
 
 def verdicts_for(

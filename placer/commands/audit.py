@@ -11,6 +11,7 @@ from placer.commands.options import (
     output_option,
     with_source,
 )
+from placer.inputs.content import require_running
 from placer.output import render
 from solver.check import audit as audit_violations
 from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, worst_domain_loss
@@ -38,6 +39,8 @@ def command(
     is a soft finding (hard at the level rules.survive names). Exit 1 when hard violations exist.
     """
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+    if not allow_empty:
+        require_running(snapshot, file or "cluster")
     current = keep_plan(snapshot)
     violations = audit_violations(snapshot, policy)
     report = current.model_copy(

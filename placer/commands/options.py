@@ -54,23 +54,34 @@ def run_main(main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """
     if not kwargs.pop("standalone_mode", True):
         return main(*args, standalone_mode=False, **kwargs)
-    with _pipe_tolerant():
+    with _pipe_tolerant() as out:
         try:
-            code = main(*args, standalone_mode=False, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            exc.show()
-            sys.exit(EXIT_BAD_INPUT)
-        except click.UsageError as exc:
-            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-            fail(f"{exc.format_message()}{hint}")
-        except click.ClickException as exc:
-            fail(exc.format_message())
-        except InputError as exc:
-            fail(str(exc))
-        except click.Abort:
-            click.echo("error: interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        sys.exit(code if isinstance(code, int) else EXIT_OK)
+            code = _run(main, *args, **kwargs)
+        except SystemExit as exc:
+            code = exc.code
+        out.flush()
+        if out.failed is not None:
+            # What was printed is not all there: a caller must not take it for the answer.
+            fail(f"cannot write the output: {out.failed}")
+        sys.exit(EXIT_OK if code is None else code)
+
+
+def _run(main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return main(*args, standalone_mode=False, **kwargs)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        fail(f"{exc.format_message()}{hint}")
+    except click.ClickException as exc:
+        fail(exc.format_message())
+    except InputError as exc:
+        fail(str(exc))
+    except click.Abort:
+        click.echo("error: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 class _PipeTolerant:
@@ -79,32 +90,43 @@ class _PipeTolerant:
     Python raises BrokenPipeError on a write to a closed pipe, and again when it flushes at
     exit; click would turn the first into exit 1, which here means "hard violations". The
     stream's descriptor is pointed at /dev/null instead, so the command runs to its own end and
-    exits with its own code.
+    exits with its own code. A stream closed before the start (``>&-``) is a reader gone from
+    the start. Any other failed write (a full disk) is kept in ``failed``: the output is then
+    incomplete, which the caller must say.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self._stream = stream
-        self._gone = False
+        self._gone = stream is None
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
-        if not self._gone:
+        if not self._gone and self._stream is not None:
             try:
                 return self._stream.write(text)
             except BrokenPipeError:
                 self._reader_gone()
+            except OSError as exc:
+                self._lost(exc)
         return len(text)
 
     def flush(self) -> None:
-        if not self._gone:
+        if not self._gone and self._stream is not None:
             try:
                 self._stream.flush()
             except BrokenPipeError:
                 self._reader_gone()
+            except OSError as exc:
+                self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        self.failed = self.failed or exc
+        self._reader_gone()
 
     def _reader_gone(self) -> None:
         self._gone = True
         try:
-            fd = self._stream.fileno()
+            fd = self._stream.fileno()  # type: ignore[union-attr]
         except (AttributeError, OSError, ValueError):
             return  # not a real descriptor (a test runner's buffer): nothing left to flush
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -116,12 +138,13 @@ class _PipeTolerant:
 
 
 @contextmanager
-def _pipe_tolerant() -> Iterator[None]:
+def _pipe_tolerant() -> Iterator[_PipeTolerant]:
     saved = sys.stdout, sys.stderr
-    sys.stdout = _PipeTolerant(sys.stdout)
+    out = _PipeTolerant(sys.stdout)
+    sys.stdout = out
     sys.stderr = _PipeTolerant(sys.stderr)
     try:
-        yield
+        yield out
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -45,6 +45,7 @@ def require_content(
     pods = [o for o in objects if o.get("kind") == "Pod"]
     selected = [pod for pod in pods if _selected(policy, pod)]
     if any(not _finished(pod) for pod in selected):
+        _require_known_nodes(snapshot, source, hint)
         return
     selector = ", ".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
     if not pods:
@@ -57,6 +58,33 @@ def require_content(
     else:
         found = f"no pod matches the policy selector {selector} ({len(pods)} pods read{_seen(policy, pods)})"
     raise InputError(f"{found}: nothing to judge; {ALLOW}", obj=source, field="selector")
+
+
+def _require_known_nodes(snapshot: Snapshot, source: str, hint: str) -> None:
+    """Redis pods bound only to nodes the input lacks: the nodes and the pods were not read
+    together (two clusters, a partial dump). Judged, every shard would read as lost already."""
+    bound = [m.pod.node_name for m in snapshot.members if m.pod.node_name]
+    nodes = snapshot.node_by_name
+    if not bound or any(name in nodes for name in bound):
+        return
+    missing = sorted(set(bound))
+    listed = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    raise InputError(
+        f"every Redis pod bound to a node is bound to one it does not hold ({listed}; "
+        f"{hint}): nothing to judge; {ALLOW}",
+        obj=source,
+    )
+
+
+def require_running(snapshot: Snapshot, source: str) -> None:
+    """For the commands that judge what runs (audit, rebalance): a Redis pod must run."""
+    if any(m.pod.node_name for m in snapshot.members):
+        return
+    pending = sum(1 for m in snapshot.members if m.pod.pending)
+    raise InputError(
+        f"no Redis pod runs yet ({pending} pending: `plan` places them): nothing to judge; {ALLOW}",
+        obj=source,
+    )
 
 
 def _no_nodes(objects: Sequence[Mapping[str, Any]], hint: str) -> str:

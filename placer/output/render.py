@@ -177,7 +177,15 @@ def survival_lines(verdicts: Sequence[LevelVerdict]) -> list[str]:
     lines = []
     for v in verdicts:
         head = f"survives losing one {v.level}:"
-        if v.survived:
+        if v.lost_already:
+            lines.append(
+                f"{head} NO: lost already, before any failure: {'; '.join(v.lost_already)}"
+            )
+            if v.takes:
+                lines.append(f"  and beyond that: {takes_text(v)}")
+        elif not v.judged:
+            lines.append(f"{head} nothing to judge: no Redis pod is on a node of the snapshot")
+        elif v.survived:
             noun = v.level if v.domains == 1 else f"{v.level}s"
             lines.append(f"{head} yes (each of {v.domains} {noun} with Redis pods)")
         else:

@@ -28,6 +28,7 @@ from placer.commands.options import (
     time_limit_option,
     with_source,
 )
+from placer.inputs.content import require_running
 from placer.output import render
 from placer.rebalance.apply import apply_changes, label_values
 from placer.rebalance.events import record_actions, record_run, run_failed, run_summary
@@ -151,6 +152,8 @@ def command(
             policy, snapshot, adapter = load_live_inputs(
                 policy_path, context, kubeconfig, allow_empty, make_adapter
             )
+        if not allow_empty:
+            require_running(snapshot, file or "cluster")
         port = redis_port or policy.redis.port
         from_redis = roles_from == "redis" or (roles_from == "auto" and file is None)
         dial: Dialer | None = None
