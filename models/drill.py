@@ -84,6 +84,9 @@ class Failure(Wire):
 class DrillReport(Wire):
     placement: Literal["running", "plan"]
     """Whose placement was drilled: the pods as they run, or a plan's final placement."""
+    placement_note: str = ""
+    """Why the running placement was drilled though a plan was given (it changes nothing), in
+    words; empty otherwise."""
     roles: Literal["labels", "redis"] = "labels"
     promotion_rule: str = ""
     """How the promoted replica is chosen, in words."""

@@ -31,7 +31,7 @@ from models.drill import (
     ShardOutcome,
 )
 from models.errors import InputError
-from models.plan import Plan, SkippedInput
+from models.plan import Assignment, Plan, SkippedInput
 from models.policy import LEVELS, Level
 from models.snapshot import Snapshot
 from solver.check import FinalMember, final_members, keep_plan
@@ -129,6 +129,42 @@ class _Placement:
                 p.masters_alive[f.cluster] += 1
                 p.zone_masters[f.cluster][node.zone or ""] += 1
         return p
+
+
+def absent_nodes(snapshot: Snapshot, plan: Plan) -> list[Assignment]:
+    """The plan's assignments to a node the snapshot does not have, in the plan's order.
+
+    A pod the snapshot itself binds to a node it lacks may stay there in the plan (``plan`` keeps
+    it so): that is this snapshot's own placement, not another cluster's."""
+    nodes = snapshot.node_by_name
+    bound = {m.key: m.pod.node_name for m in (*snapshot.members, *snapshot.skipped_members)}
+    return [
+        a
+        for a in plan.assignments
+        if a.node is not None and a.node not in nodes and bound.get(a.pod) != a.node
+    ]
+
+
+def absent_pods(snapshot: Snapshot, plan: Plan) -> list[str]:
+    """The pods the plan assigns that the snapshot does not hold, each once, in the plan's order."""
+    known = {m.key for m in (*snapshot.members, *snapshot.skipped_members)}
+    return list(dict.fromkeys(a.pod for a in plan.assignments if a.pod not in known))
+
+
+def _placed(snapshot: Snapshot, plan: Plan) -> set[tuple[str, str | None, Role]]:
+    return {(f.key, f.node, f.role) for f in final_members(snapshot, plan)}
+
+
+def unchanged(snapshot: Snapshot, plan: Plan) -> str:
+    """Why the plan's placement is the running one, in words, or "" when it changes something.
+
+    Its drill is then the running placement's, and is said to be: never "a plan's placement"
+    for a plan that assigns nothing (members it omits stay where they run)."""
+    if _placed(snapshot, plan) != _placed(snapshot, keep_plan(snapshot)):
+        return ""
+    if not plan.assignments:
+        return "the plan assigns no pod, so it moves nothing"
+    return "the plan moves no pod and changes no role"
 
 
 def every_domain(snapshot: Snapshot, plan: Plan | None, level: Level) -> list[Outage]:
@@ -275,8 +311,10 @@ def drill(
         )
     failures.sort(key=lambda f: (_damage(f), f.level, f.domain))
     placed = {f.key for f in p.finals}
+    note = unchanged(snapshot, plan) if plan is not None else ""
     return DrillReport(
-        placement="plan" if plan is not None else "running",
+        placement="plan" if plan is not None and not note else "running",
+        placement_note=note,
         roles="redis" if roles == "redis" else "labels",
         promotion_rule=RULE_BY_OFFSET if offsets else RULE_BY_NAME,
         slots="redis" if slots is not None else "not read",

@@ -20,6 +20,7 @@ from solver.classes.cpmodel import PlacementModel, build_variables
 from solver.classes.problem import Group, Problem, build_problem, constraint_signature
 from solver.cpsat import cp_model
 from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.survival import plural
 from solver.volumes import held_reason
 
 SHORT = "not placed: "
@@ -156,8 +157,8 @@ def _structural(
         others = ", ".join(f"{count} {why}" for why, count in refused.most_common(3))
         return (
             f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
-            f"of a shard never share one); {held} hosts accept its pods"
-            + (f" (the other nodes: {others})" if others else "")
+            f"of a shard never share one); {plural(held, 'host')} accept{'s' * (held == 1)} "
+            "its pods" + (f" (the other nodes: {others})" if others else "")
         )
     level = policy.rules.survive
     if level == "none":
@@ -170,9 +171,9 @@ def _structural(
     cluster = members[0].cluster
     masters = accepting.masters(cluster)
     if masters < 3:
-        word = "master" if masters == 1 else "masters"
         return (
-            f"Redis cluster {cluster} has {masters} {word} at most: {masters} {word} can never "
+            f"Redis cluster {cluster} has {plural(masters, 'master')} at most: "
+            f"{plural(masters, 'master')} can never "
             f"keep a majority after losing one; survive: {level} needs at least 3 masters "
             "(Redis Cluster needs 3 to fail over on its own)"
         )
@@ -180,7 +181,8 @@ def _structural(
     if len(domains) < 3:
         return (
             f"survive: {level} needs the masters of {cluster} in at least 3 {level}s (losing "
-            f"one must leave a majority); {len(domains)} {level}s accept its pods"
+            f"one must leave a majority); {plural(len(domains), level)} "
+            f"accept{'s' * (len(domains) == 1)} its pods"
         )
     return None
 

@@ -24,7 +24,8 @@ def majority_possible(masters: int, domains: int) -> bool:
     return masters >= 1 and domains * ((masters - 1) // 2) >= masters
 
 
-def _plural(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
+    """``n`` and the noun agreeing with it: 1 zone, 2 zones (the words of every count said)."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
@@ -38,7 +39,7 @@ def what_would(masters: int, domains: int, level: str) -> str:
     """The shard counts (and the domain count) whose masters could survive one domain's loss."""
     if domains < 3:
         return (
-            f"no number of shards survives losing one of {domains} {level}s: a third "
+            f"no number of shards survives losing one of {plural(domains, level)}: a third "
             f"{level} would, with 3, or 5 and more, shards"
             if level != "host"
             else "more hosts would"
@@ -59,7 +60,7 @@ def what_would(masters: int, domains: int, level: str) -> str:
         else None
     )
     if needed is not None and level != "host":
-        text += f", and so would {needed} {level}s"
+        text += f", and so would {plural(needed, level)}"
     return text
 
 
@@ -77,10 +78,11 @@ def cannot_survive(
         most = -(-masters // domains)  # some domain holds at least this many
         left = masters - max(most, 1)
         why = (
-            f"{cluster} has {_plural(masters, 'master')} over {_plural(domains, level)}: some "
-            f"{level} holds {most} of them, and the {left} left are no majority"
+            f"{cluster} has {plural(masters, 'master')} over {plural(domains, level)}: some "
+            f"{level} holds {most} of them, and the {left} left {'is' if left == 1 else 'are'} "
+            "no majority"
             if masters >= 3
-            else f"{cluster} has {_plural(masters, 'master')}: losing one leaves "
+            else f"{cluster} has {plural(masters, 'master')}: losing one leaves "
             f"{masters - 1} of {masters}, no majority"
         )
         return f"{why}; {what_would(masters, domains, level)}"
@@ -255,11 +257,11 @@ def survival_after(
         note = cannot_survive(cluster, total, dict(sizes), domains, level)
         if note is None:
             notes.append(
-                f"with {_plural(total, 'shard')} in all, {cluster} can survive losing a {level} "
-                f"({domains} {level}s)"
+                f"with {plural(total, 'shard')} in all, {cluster} can survive losing a {level} "
+                f"({plural(domains, level)})"
             )
         else:
             notes.append(
-                f"with {_plural(total, 'shard')} in all, no placement survives losing a {level}: {note}"
+                f"with {plural(total, 'shard')} in all, no placement survives losing a {level}: {note}"
             )
     return notes

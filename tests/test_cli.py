@@ -48,6 +48,40 @@ def test_the_demo_shows_within_one_screen_a_plan_that_survives_where_one_pod_at_
     assert "kube-scheduler does not" in result.stdout  # greedy is not called kube-scheduler's
 
 
+def test_the_demo_on_one_zone_says_why_it_drills_racks_and_agrees_with_its_zone_row(
+    tmp_path: Path,
+) -> None:
+    """Losing the only zone loses everything for every placement: the summary says NO, and the
+    drill says why it loses each rack instead (never a silent switch to "all survived")."""
+    nodes = [node(f"n{i}", "zone-a", f"r{i}") for i in range(6)]
+    pods = [redis_pod(f"c-{s}-{k}", "c", s, None) for s in range(3) for k in range(2)]
+    result = CliRunner().invoke(main, ["demo", "-f", write_dump(tmp_path, [*nodes, *pods])])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("  6 nodes in 1 zone, 1 Redis cluster: ")
+    zone_row = next(line for line in lines if line.startswith("survives losing a zone"))
+    assert zone_row.split()[-6:] == ["NO:", "zone-a"] * 3
+    drill = lines.index("== drill: each rack lost in turn ==")
+    assert lines[drill + 1] == (
+        "one zone only (zone-a): losing it loses everything; each rack lost in turn instead"
+    )
+    helped = CliRunner().invoke(main, ["demo", "--help"])
+    assert "each rack is lost in turn instead" in " ".join(helped.stdout.split())
+
+
+def test_the_demo_without_zone_labels_judges_no_zone(tmp_path: Path) -> None:
+    """No zone label anywhere: no zone is judged, so the zone row is no "yes", and the drill
+    says why it loses racks."""
+    nodes = [node(f"n{i}", None, f"r{i}") for i in range(6)]
+    pods = [redis_pod(f"c-{s}-{k}", "c", s, None) for s in range(3) for k in range(2)]
+    result = CliRunner().invoke(main, ["demo", "-f", write_dump(tmp_path, [*nodes, *pods])])
+    lines = result.stdout.splitlines()
+    zone_row = next(line for line in lines if line.startswith("survives losing a zone"))
+    assert "yes" not in zone_row and zone_row.count("-: no zone holds a pod") == 3
+    drill = lines.index("== drill: each rack lost in turn ==")
+    assert lines[drill + 1] == "no node has a zone label; each rack lost in turn instead"
+
+
 def test_plan_json_contract(tmp_path: Path) -> None:
     dump = write_dump(
         tmp_path,

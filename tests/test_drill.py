@@ -370,3 +370,97 @@ def test_drill_help_names_every_option() -> None:
     assert result.exit_code == 0
     for option in ("--fail", "--level", "--plan", "--roles", "-o, --output"):
         assert option in result.stdout
+
+
+def _plan_file(tmp_path: Path, moves: list[tuple[str, str]], name: str = "plan.json") -> str:
+    """A plan of cache pods (``moves``: pod name -> node) as ``plan -o json`` writes one."""
+    assignments = [
+        {
+            "pod": f"default/{pod}",
+            "node": node_name,
+            "role": "master" if pod.endswith("-0") else "replica",
+            "cluster": "default/cache",
+            "shard": pod.split("-")[1],
+            "action": "move",
+        }
+        for pod, node_name in moves
+    ]
+    path = tmp_path / name
+    path.write_text(json.dumps({"status": "OPTIMAL", "assignments": assignments}))
+    return str(path)
+
+
+def test_drill_refuses_a_plan_that_names_nodes_the_snapshot_lacks(tmp_path: Path) -> None:
+    """A plan made for another cluster: its placement cannot happen here, so no verdict on it."""
+    dump = write_dump(tmp_path, three_zone_objects())
+    plan = _plan_file(
+        tmp_path, [("cache-0-0", "a1"), ("cache-0-1", "node-b3"), ("cache-1-1", "node-a3")]
+    )
+    result = run(["-f", dump, "--plan", plan])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"error: plan {plan}: assigns default/cache-0-1 to node node-b3, which is not in the "
+        "snapshot (and 1 more)\n"
+    )
+
+
+def test_drill_accepts_a_plan_keeping_a_pod_on_the_gone_node_the_snapshot_binds_it_to(
+    tmp_path: Path,
+) -> None:
+    """``plan`` keeps a pod bound to a node missing from the dump where it is: that plan is this
+    snapshot's own, and its drill goes on (the pod counted as lost, as the snapshot says)."""
+    objects = three_zone_objects()
+    objects[5]["spec"]["nodeName"] = "gone"  # cache-0-1, b1's replica
+    dump = write_dump(tmp_path, objects)
+    planned = CliRunner().invoke(main, ["plan", "-f", dump, "-o", "json"])
+    assert {"pod": "default/cache-0-1", "node": "gone"}.items() <= next(
+        a for a in json.loads(planned.stdout)["assignments"] if a["pod"] == "default/cache-0-1"
+    ).items()
+    plan = tmp_path / "plan.json"
+    plan.write_text(planned.stdout)
+    result = run(["-f", dump, "--plan", str(plan), "-o", "json"])
+    assert result.exit_code in (0, 1), result.output
+    assert "not in the snapshot: counted as lost" in result.stderr
+
+
+def test_drill_warns_of_plan_pods_gone_since_and_drills_the_rest(tmp_path: Path) -> None:
+    """Pods deleted since the plan was made (a scale-down) are a warning, not an error: the
+    plan still places every pod that remains, and that is what is drilled."""
+    dump = write_dump(tmp_path, three_zone_objects())
+    plan = _plan_file(
+        tmp_path,
+        [("cache-0-0", "b1"), ("cache-0-1", "a1"), ("cache-3-0", "a2"), ("cache-3-1", "c1")],
+    )
+    result = run(["-f", dump, "--plan", plan])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("drill of a plan's placement: 6 Redis pods")
+    assert result.stderr.splitlines() == [
+        f"warning: plan {plan}: assigns default/cache-3-0, which is not in the snapshot (and 1 "
+        "more): not drilled (deleted since the plan was made?)"
+    ]
+    document = json.loads(run(["-f", dump, "--plan", plan, "-o", "json"]).stdout)
+    assert document["placement"] == "plan" and len(document["warnings"]) == 1
+
+
+def test_drill_of_a_plan_that_assigns_nothing_says_it_drills_the_running_placement(
+    tmp_path: Path,
+) -> None:
+    """``assignments: []`` leaves every pod where it runs: the drill says it is the running
+    placement's and why, never "a plan's placement"."""
+    dump = write_dump(tmp_path, three_zone_objects())
+    empty = _plan_file(tmp_path, [])
+    result = run(["-f", dump, "--plan", empty])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[0] == (
+        "drill of the running placement (the plan assigns no pod, so it moves nothing): "
+        "6 Redis pods; roles from labels"
+    )
+    report = json.loads(run(["-f", dump, "--plan", empty, "-o", "json"]).stdout)
+    assert report["placement"] == "running"
+    assert report["placementNote"] == "the plan assigns no pod, so it moves nothing"
+    kept = _plan_file(tmp_path, [("cache-0-0", "a1"), ("cache-2-1", "a1")], name="kept.json")
+    assert run(["-f", dump, "--plan", kept]).stdout.splitlines()[0] == (
+        "drill of the running placement (the plan moves no pod and changes no role): "
+        "6 Redis pods; roles from labels"
+    )

@@ -10,6 +10,7 @@ from solver.check import keep_plan
 from solver.survival import (
     cannot_survive,
     majority_possible,
+    plural,
     survival_after,
     survival_verdicts,
     verdicts_for,
@@ -43,6 +44,15 @@ def test_four_masters_over_three_zones_say_what_would_survive() -> None:
         "redis/cache has 4 masters over 3 zones: some zone holds 2 of them, and the 2 left are "
         "no majority; 5 or more shards would survive (or 3), and so would 4 zones"
     )
+
+
+def test_three_masters_over_two_zones_say_the_one_left_is_no_majority() -> None:
+    """Every count said agrees with its noun and verb: "the 1 left is", "2 zones", "1 zone"."""
+    note = cannot_survive("r/s", 3, {str(s): 2 for s in range(3)}, 2, "zone")
+    assert note is not None and note.startswith(
+        "r/s has 3 masters over 2 zones: some zone holds 2 of them, and the 1 left is no majority; "
+    )
+    assert [plural(n, "zone") for n in (0, 1, 2)] == ["0 zones", "1 zone", "2 zones"]
 
 
 def test_a_two_master_cluster_cannot_survive_any_domain() -> None:

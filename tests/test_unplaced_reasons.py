@@ -148,6 +148,19 @@ def test_shards_of_different_kinds_count_the_hosts_their_own_pods_may_use() -> N
     reasons = {u.pod: u.reason for u in plan.unplaced}
     assert len(reasons) == 6
     assert "needs 2 distinct hosts" in reasons["default/p-0-0"], reasons["default/p-0-0"]
-    assert "1 hosts accept its pods" in reasons["default/p-0-0"]
+    assert "1 host accepts its pods" in reasons["default/p-0-0"]
     assert "needs 4 distinct hosts" in reasons["default/b-0-0"], reasons["default/b-0-0"]
     assert "3 hosts accept its pods" in reasons["default/b-0-0"]
+
+
+def test_survive_over_too_few_zones_counts_them_in_words_that_agree() -> None:
+    """Three shards of two whose nodes are all in one zone: the count and its words agree
+    ("1 zone accepts", never "1 zones accept")."""
+    nodes = [node(f"n{i}", "a", f"r{i}") for i in range(6)]
+    pods = [redis_pod(f"z-{s}-{k}", "z", s, None) for s in range(3) for k in range(2)]
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    plan = solve(snapshot(nodes, pods, policy), policy, "place", OPTIONS)
+    assert len(plan.unplaced) == 6
+    for u in plan.unplaced:
+        assert "in at least 3 zones" in u.reason, u.reason
+        assert "1 zone accepts its pods" in u.reason, u.reason

@@ -1,5 +1,6 @@
 """``redis-placer demo``: the plan of a bundled example beside one pod at a time (the greedy
-baseline and the stock kube-scheduler rules), and what losing each zone does to each."""
+baseline and the stock kube-scheduler rules), and what losing each zone (each rack, when the
+nodes are in one zone) does to each."""
 
 import time
 from importlib import resources
@@ -21,10 +22,10 @@ from placer.commands.options import (
 )
 from placer.output.topology import topology_map
 from solver.check import check_plan, evaluate_objective
-from solver.drill import drill, every_domain
+from solver.drill import domains_at, drill, every_domain
 from solver.greedy import greedy_plan
 from solver.stock import stock_plan
-from solver.survival import survival_verdicts
+from solver.survival import plural, survival_verdicts
 
 LEGEND = """\
 greedy       this tool's baseline, one pod at a time; it balances each cluster's masters over
@@ -38,9 +39,26 @@ def example_path() -> str:
     return str(resources.files("placer") / "examples" / "cluster.yaml")
 
 
-def _drill_level(snapshot: Snapshot) -> Level:
-    zones = {n.zone for n in snapshot.nodes if n.zone is not None}
-    return "zone" if len(zones) > 1 else "rack"
+def drill_level(snapshot: Snapshot) -> tuple[Level, str]:
+    """The widest level with two domains or more, and why it is not zone ("" when it is).
+
+    Losing the only zone loses everything, for every placement: a drill of it compares nothing
+    (the summary's zone row already says NO), so the drill goes down a level and says why."""
+    why: list[str] = []
+    for level in ("zone", "rack"):
+        domains = domains_at(snapshot, level)
+        if len(domains) > 1:
+            return level, _instead(why, level)
+        why.append(
+            f"one {level} only ({domains[0]}): losing it loses everything"
+            if domains
+            else f"no node has a {level} label"
+        )
+    return "host", _instead(why, "host")
+
+
+def _instead(why: list[str], level: Level) -> str:
+    return "; ".join([*why, f"each {level} lost in turn instead"]) if why else ""
 
 
 def _cell(failure: Failure | None) -> str:
@@ -65,12 +83,16 @@ def _drills(snapshot: Snapshot, plans: list[Plan], level: Level) -> list[list[st
     ]
     domains = sorted({d for r in reports for d in r})
     rows = [[f"{level} {d} lost", *(_cell(r.get(d)) for r in reports)] for d in domains]
-    verdicts = []
-    for r in reports:
-        bad = sum(1 for f in r.values() if f.loses_data_or_majority)
-        verdicts.append(f"{bad} of {len(r)} lose" if bad else f"all {len(r)} survived")
-    rows.append(["verdict", *verdicts])
+    rows.append(["verdict", *(_verdict(list(r.values())) for r in reports)])
     return rows
+
+
+def _verdict(failures: list[Failure]) -> str:
+    """How many drilled failures lose something; no failure drilled is not "all survived"."""
+    if not failures:
+        return "nothing drilled"
+    bad = sum(1 for f in failures if f.loses_data_or_majority)
+    return f"{bad} of {len(failures)} lose" if bad else f"all {len(failures)} survived"
 
 
 def _columns(rows: list[list[str]]) -> str:
@@ -82,6 +104,8 @@ def _columns(rows: list[list[str]]) -> str:
 
 def _survival_cell(plan: Plan, level: str) -> str:
     for v in plan.survival:
+        if v.level == level and not v.domains:
+            return f"-: no {level} holds a pod"  # nothing judged is no "yes"
         if v.level == level:
             return (
                 "yes"
@@ -118,7 +142,9 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
 
     The plan (CP-SAT, the whole batch at once) is set beside the greedy baseline and the stock
     kube-scheduler rules (both one pod at a time), with the map of the plan and what losing each
-    zone in turn does to each placement.
+    zone in turn does to each placement. With the nodes in one zone (or none labelled), losing
+    it loses everything whatever the placement: each rack is lost in turn instead (each host,
+    with one rack too), and the drill says so.
     """
     path = file or example_path()
     policy, snapshot = load_inputs(path, None, None, None, allow_empty)
@@ -126,8 +152,8 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
     clusters = len({m.cluster for m in snapshot.members})
     click.echo(
         f"cluster: {path if file else 'the bundled example (placer/examples/cluster.yaml)'}\n"
-        f"  {len(snapshot.nodes)} nodes in {zones} zones, {clusters} Redis "
-        f"cluster{'' if clusters == 1 else 's'}: "
+        f"  {plural(len(snapshot.nodes), 'node')} in {plural(zones, 'zone')}, "
+        f"{plural(clusters, 'Redis cluster')}: "
         f"{len(snapshot.running)} Redis pods running, {len(snapshot.pending)} to place\n"
     )
     started = time.monotonic()
@@ -156,8 +182,10 @@ def command(file: str | None, allow_empty: bool, time_limit: float) -> None:
     click.echo(f"{LEGEND}\n")
     click.echo("== the plan (M master, r replica) ==")
     click.echo(topology_map(result, snapshot))
-    level = _drill_level(snapshot)
+    level, instead = drill_level(snapshot)
     click.echo(f"\n== drill: each {level} lost in turn ==")
+    if instead:
+        click.echo(instead)
     click.echo(
         _columns([["", "plan (CP-SAT)", "greedy", "stock rules"], *_drills(snapshot, plans, level)])
     )

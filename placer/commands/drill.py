@@ -24,11 +24,19 @@ from placer.commands.options import (
 from placer.inputs.content import ALLOW
 from placer.output import render
 from solver.check import master_quorum_warnings
-from solver.drill import Outage, drill, every_domain, resolve_outage
+from solver.drill import (
+    Outage,
+    absent_nodes,
+    absent_pods,
+    drill,
+    every_domain,
+    resolve_outage,
+)
 
 
-def read_plan(path: str, snapshot: Snapshot) -> Plan:
-    """A plan as ``redis-placer plan -o json`` (or yaml) wrote it, for this snapshot."""
+def read_plan(path: str, snapshot: Snapshot) -> tuple[Plan, list[str]]:
+    """A plan as ``redis-placer plan -o json`` (or yaml) wrote it, for this snapshot, and the
+    warnings it gives (see ``plan_fit``)."""
     from pydantic import ValidationError
 
     from placer.inputs.files import read_text
@@ -50,13 +58,43 @@ def read_plan(path: str, snapshot: Snapshot) -> Plan:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "plan"
         raise InputError(first["msg"], obj=f"plan {source}", field=where) from None
-    known = {m.key for m in snapshot.members}
-    if plan.assignments and not any(a.pod in known for a in plan.assignments):
+    return plan, plan_fit(plan, snapshot, f"plan {source}")
+
+
+def _more(count: int) -> str:
+    return f" (and {count} more)" if count else ""
+
+
+def plan_fit(plan: Plan, snapshot: Snapshot, obj: str) -> list[str]:
+    """Refuse a plan that is not this snapshot's; warn of its pods the snapshot no longer holds.
+
+    A node the snapshot lacks is an error: the plan was made for another cluster (or before the
+    node went), and a pod sent there would be drilled as down already, a verdict on a placement
+    that cannot happen. So is a plan none of whose pods is here. A few pods missing, the others
+    here, is a warning: pods deleted since the plan was made (a scale-down) are gone whatever
+    the plan says, and the rest of the plan still places the pods that remain, which is what the
+    drill judges; the warning says which pods it leaves out.
+    """
+    missing = absent_pods(snapshot, plan)
+    if plan.assignments and len(missing) == len({a.pod for a in plan.assignments}):
         raise InputError(
             "none of its pods is in the snapshot: plan and snapshot do not belong together",
-            obj=f"plan {source}",
+            obj=obj,
         )
-    return plan
+    strays = absent_nodes(snapshot, plan)
+    if strays:
+        first = strays[0]
+        raise InputError(
+            f"assigns {first.pod} to node {first.node}, which is not in the snapshot"
+            + _more(len(strays) - 1),
+            obj=obj,
+        )
+    if not missing:
+        return []
+    return [
+        f"{obj}: assigns {missing[0]}, which is not in the snapshot{_more(len(missing) - 1)}: "
+        "not drilled (deleted since the plan was made?)"
+    ]
 
 
 def parse_failures(values: tuple[str, ...], snapshot: Snapshot) -> list[Outage]:
@@ -110,6 +148,7 @@ def nothing_drilled(report: DrillReport, plan: Plan | None, level: Level | None)
     """Why the drill has nothing to judge, or "" when it has."""
     if report.members == 0:
         hint = "; pass --plan to drill a plan" if plan is None and report.left_out else ""
+        hint += f"; {report.placement_note}" if report.placement_note else ""
         pending = f"{len(report.left_out)} pending or unplaced"
         return f"no Redis pod has a node ({pending}{hint})"
     if not report.failures:
@@ -216,7 +255,7 @@ def command(
         snapshot, offsets, slots, unread = _redis_facts(
             snapshot, policy, adapter, redis_port, password_env, password_file
         )
-    plan = read_plan(plan_path, snapshot) if plan_path is not None else None
+    plan, plan_warnings = read_plan(plan_path, snapshot) if plan_path is not None else (None, [])
     checked: Level | None = None
     if fail_specs:
         outages = parse_failures(fail_specs, snapshot)
@@ -228,7 +267,7 @@ def command(
     report = report.model_copy(
         update={
             "skipped": [*report.skipped, *unread],
-            "warnings": master_quorum_warnings(snapshot, policy),
+            "warnings": [*plan_warnings, *master_quorum_warnings(snapshot, policy)],
         }
     )
     nothing = nothing_drilled(report, plan, checked)

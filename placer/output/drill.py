@@ -74,6 +74,8 @@ def failure_block(failure: Failure) -> str:
 
 def drill_text(report: DrillReport, level_checked: str | None) -> str:
     placement = "a plan's placement" if report.placement == "plan" else "the running placement"
+    if report.placement_note:
+        placement += f" ({report.placement_note})"
     lines = [
         f"drill of {placement}: {report.members} Redis pods; roles from {report.roles}",
         f"promotion: {report.promotion_rule}",
@@ -84,7 +86,11 @@ def drill_text(report: DrillReport, level_checked: str | None) -> str:
     if report.left_out:
         lines.append(
             f"not drilled: {len(report.left_out)} pod(s) with no node"
-            + (" (pass --plan to drill a plan)" if report.placement == "running" else "")
+            + (
+                " (pass --plan to drill a plan)"
+                if report.placement == "running" and not report.placement_note
+                else ""
+            )
         )
     parts = ["\n".join(lines)]
     parts += [failure_block(f) for f in report.failures]
