@@ -215,7 +215,7 @@ def _lost_texts(dead: list[str], short: dict[str, tuple[int, int]]) -> list[str]
     texts = []
     for cluster, (alive, total) in sorted(short.items()):
         texts.append(
-            f"{cluster} has {alive} of {_plural(total, 'master')} on a node of the snapshot, "
+            f"{cluster} has {alive} of {plural(total, 'master')} on a node of the snapshot, "
             "no majority"
         )
     if dead:

@@ -102,6 +102,27 @@ CASES = {
         "'lots'",
     ),
     "item without kind": Case("item-without-kind.yaml", ("object default/r-1-1", "kind")),
+    "kind a list": refused("kind-a-list.yaml", "object default/r-0-0", "kind", "not a list"),
+    "kind in lower case": refused("kind-lower-case.yaml", "kind", "'pod' is not a kind", "'Pod'"),
+    "phase a mapping": refused(
+        "phase-a-mapping.yaml", "pod default/r-0-0", "status.phase", "not a mapping"
+    ),
+    "zone label a mapping": refused(
+        "zone-label-a-mapping.yaml",
+        "node n0",
+        "metadata.labels.topology.kubernetes.io/zone",
+        "must be a string",
+    ),
+    "tolerations a string": refused(
+        "tolerations-a-string.yaml", "pod default/r-0-0", "spec.tolerations", "must be a list"
+    ),
+    "spec null": refused("spec-null.yaml", "pod default/r-0-0", "spec", "is missing"),
+    "YAML alias bomb": refused("yaml-alias-bomb.yaml", "yaml-alias-bomb.yaml", "YAML alias"),
+    "pods on nodes the dump lacks": Case(
+        "pods-on-missing-nodes.yaml",
+        ("pods-on-missing-nodes.yaml", "bound to one it does not hold (gone", "--allow-empty"),
+        pods_wanted=True,
+    ),
     "duplicate node": Case("duplicate-node.yaml", ("node n0", "appears twice")),
     "malformed YAML": Case("malformed-yaml.yaml", ("malformed-yaml.yaml", "not valid YAML")),
     "not an object": Case("not-an-object.yaml", ("not-an-object.yaml", "document 0 is a str")),
