@@ -26,7 +26,8 @@ class CapacityBound(Wire):
 
     limit: str
     """What it counts, e.g. ``memory`` or ``master slots (rules.maxMastersPerNode 1)``."""
-    shards: int
+    shards: int | None
+    """None: the shape does not request this resource, so it bounds nothing."""
     where: list[str] = []
     """The domains (zones) whose room runs out first, when that is not everywhere."""
 

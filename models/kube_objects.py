@@ -29,7 +29,7 @@ from models.identity.facts import StatefulSetFacts, statefulset_facts
 from models.identity.read import IdentityMemo, identify
 from models.identity.result import Unidentified
 from models.policy import Policy
-from models.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity, whole_count
+from models.quantity import QuantityError, cpu_millis, memory_bytes, non_negative, whole_count
 from models.resources import Resources
 from models.snapshot import Issue, Snapshot
 from models.volumes import KINDS as VOLUME_KINDS
@@ -205,12 +205,7 @@ def _amounts(raw: object, where: str, field: str) -> dict[str, int]:
     for name, value in raw.items():
         at = f"{field}.{name}"
         try:
-            if parse_quantity(value) < 0:
-                raise InputError(
-                    f"{value!r} is negative: Kubernetes accepts no negative quantity",
-                    obj=where,
-                    field=at,
-                )
+            non_negative(value)
             convert = _AMOUNTS.get(str(name))
             if convert is not None:
                 amounts[str(name)] = convert(value)

@@ -108,6 +108,15 @@ def _decimal(digits: str, exponent: int, shown: str) -> Fraction:
     return Fraction(int(significant)) * Fraction(10) ** exponent
 
 
+def non_negative(value: object) -> Fraction:
+    """A quantity that may be a request or a capacity: the API server accepts no negative one,
+    so a negative value was never read from a cluster (or meant on a command line)."""
+    amount = parse_quantity(value)
+    if amount < 0:
+        raise QuantityError(f"{value!r} is negative: Kubernetes accepts no negative quantity")
+    return amount
+
+
 def cpu_millis(value: object) -> int:
     """CPU in millicores, rounded up as the kubelet does; at most 2^63-1 millicores."""
     millis = math.ceil(parse_quantity(value) * 1000)

@@ -16,11 +16,11 @@ from models.cluster import Member, Node, Pod, Role
 from models.policy import Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
+from models.words import plural, verb
 from solver.classes.cpmodel import PlacementModel, build_variables
 from solver.classes.problem import Group, Problem, build_problem, constraint_signature
 from solver.cpsat import cp_model
 from solver.predicates import blocking_reason, node_accepts_new_pods
-from solver.survival import plural
 from solver.volumes import held_reason
 
 SHORT = "not placed: "
@@ -157,8 +157,9 @@ def _structural(
         others = ", ".join(f"{count} {why}" for why, count in refused.most_common(3))
         return (
             f"shard {shard} has {size} members and needs {size} distinct hosts (two members "
-            f"of a shard never share one); {plural(held, 'host')} accept{'s' * (held == 1)} "
-            "its pods" + (f" (the other nodes: {others})" if others else "")
+            f"of a shard never share one); {plural(held, 'host')} "
+            f"{verb(held, 'accepts', 'accept')} its pods"
+            + (f" (the other nodes: {others})" if others else "")
         )
     level = policy.rules.survive
     if level == "none":
@@ -182,7 +183,7 @@ def _structural(
         return (
             f"survive: {level} needs the masters of {cluster} in at least 3 {level}s (losing "
             f"one must leave a majority); {plural(len(domains), level)} "
-            f"accept{'s' * (len(domains) == 1)} its pods"
+            f"{verb(len(domains), 'accepts', 'accept')} its pods"
         )
     return None
 

@@ -12,6 +12,9 @@ when that bound is met, FEASIBLE with it when not.
 
 What binds first is the smallest bound when the solver reaches it; when the rules together
 stop it earlier, the resources left with no room for one more member after the plan, per zone.
+When not one shard fits, the most basic reason instead (``why_none_fits``): no node accepts its
+pods at all, too few hosts for its members, a resource no node has room for. A resource the
+shape does not request bounds nothing (its bound's ``shards`` is None).
 """
 
 from collections import Counter, defaultdict
@@ -24,6 +27,7 @@ from models.plan import Plan, Status
 from models.policy import Level, Policy
 from models.resources import Resources
 from models.snapshot import Snapshot
+from models.words import plural, verb
 from solver.check import check_plan, keep_plan
 from solver.predicates import blocking_reason, node_accepts_new_pods
 from solver.solve import SolveOptions, solve
@@ -33,6 +37,8 @@ MAX_CANDIDATES = 1000
 RESOURCES = ("memory", "cpu", "pods")
 LABELS = {"memory": "memory", "cpu": "cpu", "pods": "pod slots"}
 UNLIMITED = 1 << 40
+"""A node's slots for a resource the shape does not request: internal, never reported (such a
+resource bounds nothing, and its bound says so: ``CapacityBound.shards`` None)."""
 
 
 @dataclass
@@ -78,13 +84,20 @@ def _used(snapshot: Snapshot, members: Sequence[Member]) -> dict[str, list[int]]
     return used
 
 
+def _requested(need: Resources, resource: str) -> bool:
+    """Whether a member asks for some of ``resource`` (a pod slot, always)."""
+    return resource == "pods" or (need.memory if resource == "memory" else need.cpu) > 0
+
+
 def _slots(free: tuple[int, int, int], need: Resources) -> dict[str, int]:
+    """Members that fit in ``free`` (cpu, memory, pods), per resource and all together; a
+    resource not requested gets ``UNLIMITED`` and takes no part in ``all``."""
     out = {}
     for name, have, want in zip(
         RESOURCES, (free[1], free[0], free[2]), (need.memory, need.cpu, 1), strict=True
     ):
         out[name] = max(0, have) // want if want > 0 else UNLIMITED
-    out["all"] = min(out.values())
+    out["all"] = min(out[name] for name in RESOURCES if _requested(need, name))
     return out
 
 
@@ -145,7 +158,7 @@ def _members_fit(
             return s == 0
         return sum(min(v, s * (size - 1)) for v in inside(s).values()) >= s * size
 
-    upper = min(sum(min(k, UNLIMITED) for k in hosts.values()) // size, UNLIMITED)
+    upper = sum(hosts.values()) // size
     best = _largest(ok, upper)
     # What stops best + 1: hosts already full at best (or domains short of their share).
     nxt = best + 1
@@ -203,23 +216,72 @@ def capacity_bounds(
     survive = policy.rules.survive
     level: Level | None = None if survive == "none" else survive
     bounds = []
+    if level is not None and shape.size < 2:
+        # Not the resources' doing: a lone member is lost with its domain, whatever the room.
+        lone = f"survive {level}: a shard of 1 member is lost with its {level}"
+        bounds.append(CapacityBound(limit=lone, shards=0))
+    spread = level if shape.size >= 2 else None
     for resource in (*RESOURCES, "all"):
-        shards, where = _members_fit(rooms, resource, shape.size, level)
         label = LABELS.get(resource, "cpu, memory and pod slots together")
+        if resource != "all" and not _requested(shape.requests, resource):
+            bounds.append(CapacityBound(limit=label, shards=None))
+            continue
+        shards, where = _members_fit(rooms, resource, shape.size, spread)
         with_room = {r.node.host for r in rooms if r.slots[resource] > 0}
         total = sum(min(r.slots[resource], shape.size) for r in rooms)
         if shards == 0 and total >= shape.size and len(with_room) < shape.size:
-            label = f"hosts with room for a member (shard-spread: {shape.size} hosts per shard)"
+            label = f"hosts with room for a member (shard-spread: {plural(shape.size, 'host')} per shard)"
         bounds.append(CapacityBound(limit=label, shards=shards, where=where))
     cap = policy.rules.max_masters_per_node
     masters = sum(r.master_room for r in rooms)
     bounds.append(CapacityBound(limit=f"master slots (maxMastersPerNode {cap})", shards=masters))
     if level is not None:
-        upper = min(b.shards for b in bounds)
+        upper = min(b.shards for b in bounds if b.shards is not None)
         shards = _majority_fits(rooms, members, shape.cluster, level, upper, snapshot.node_by_name)
         bounds.append(CapacityBound(limit=f"survive {level}: master majority", shards=shards))
     order = {b.limit: i for i, b in enumerate(bounds)}
-    return sorted(bounds, key=lambda b: (b.shards, order[b.limit]))
+    return sorted(bounds, key=lambda b: (b.shards is None, b.shards or 0, order[b.limit]))
+
+
+def _no_node_accepts(snapshot: Snapshot, probe: Pod) -> str:
+    """Why no node takes a member at all, as kube-scheduler tallies it: no resource or host
+    count is to blame when every node refuses the pod (NotReady, cordoned, tainted...)."""
+    if not snapshot.nodes:
+        return "no node accepts its pods: the input has no nodes"
+    refused = Counter(blocking_reason(probe, n) or "node takes no new pods" for n in snapshot.nodes)
+    parts = ", ".join(f"{count} {why}" for why, count in refused.most_common())
+    return f"no node accepts its pods: 0/{len(snapshot.nodes)} nodes are available: {parts}"
+
+
+def why_none_fits(
+    snapshot: Snapshot,
+    policy: Policy,
+    shape: ShardShape,
+    members: Sequence[Member],
+    bounds: Sequence[CapacityBound],
+) -> str:
+    """Why not even one shard of the shape fits, the most basic reason first: no node takes its
+    pods; fewer hosts take them than a shard has members; a resource no node has room for; else
+    the bound that is 0 (a rule, or room that runs out on too many hosts)."""
+    rooms = _rooms(snapshot, policy, shape, members)
+    if not rooms:
+        probe = template_pod(shape, policy, "headroom", "probe", "probe")
+        return _no_node_accepts(snapshot, probe)
+    hosts = len({r.node.host for r in rooms})
+    if hosts < shape.size:
+        return (
+            f"shard-spread: a shard of {shape.size} members needs {shape.size} distinct hosts; "
+            f"{plural(hosts, 'host')} {verb(hosts, 'accepts', 'accept')} its pods"
+        )
+    full = [LABELS[res] for res in RESOURCES if not any(r.slots[res] for r in rooms)]
+    if full:
+        nodes = len(rooms)
+        return (
+            f"{' and '.join(full)}: no node has room for one member "
+            f"({plural(nodes, 'node')} {verb(nodes, 'accepts', 'accept')} its pods)"
+        )
+    first = bounds[0]
+    return first.limit + (f" in {', '.join(first.where)}" if first.where else "")
 
 
 def _free_prefix(snapshot: Snapshot, namespace: str) -> str:
@@ -348,7 +410,7 @@ def headroom(
         }
     )
     bounds = capacity_bounds(base, strict, shape, running)
-    upper = bounds[0].shards
+    upper = bounds[0].shards or 0  # never None: a member always takes a pod slot
     common = {
         "cluster": shape.cluster,
         "shard_size": shape.size,
@@ -359,7 +421,8 @@ def headroom(
     }
     first = bounds[0].limit + (f" in {', '.join(bounds[0].where)}" if bounds[0].where else "")
     if upper == 0:
-        return Headroom(shards=0, status="OPTIMAL", bound=0, limited_by=first, **common)
+        none = why_none_fits(base, strict, shape, running, bounds)
+        return Headroom(shards=0, status="OPTIMAL", bound=0, limited_by=none, **common)
     count = min(upper, MAX_CANDIDATES)
     new = candidates(base, strict, shape, count)
     trial = base.model_copy(update={"members": (*running, *new)})

@@ -15,6 +15,7 @@ from models.cluster import Member, Node
 from models.plan import DomainTakes, LevelVerdict, Plan
 from models.policy import Level, Policy
 from models.snapshot import Snapshot
+from models.words import plural
 from solver.check import domain_takes, final_placement, lost_already, survival_levels
 from solver.predicates import node_accepts_new_pods
 
@@ -22,11 +23,6 @@ from solver.predicates import node_accepts_new_pods
 def majority_possible(masters: int, domains: int) -> bool:
     """Some spread of ``masters`` over ``domains`` leaves a strict majority after any one's loss."""
     return masters >= 1 and domains * ((masters - 1) // 2) >= masters
-
-
-def plural(n: int, noun: str) -> str:
-    """``n`` and the noun agreeing with it: 1 zone, 2 zones (the words of every count said)."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _counts_text(counts: list[int], open_from: int) -> str:
@@ -69,7 +65,9 @@ def cannot_survive(
 ) -> str | None:
     """Why no placement of the cluster over ``domains`` domains survives one's loss, and what
     would; None when some placement could (capacity aside)."""
-    if domains <= 1:
+    if domains == 0:
+        return f"{cluster}: no {level} holds its pods or accepts new ones"
+    if domains == 1:
         return (
             f"{cluster}: the nodes it can run on are in one {level}, whose loss takes everything; "
             f"{level}s of their own would be needed (3, with 3 or 5 and more shards)"
@@ -89,10 +87,8 @@ def cannot_survive(
     single = sorted(shard for shard, size in shard_sizes.items() if size < 2)
     if single:
         listed = ", ".join(single[:3]) + (f" and {len(single) - 3} more" if len(single) > 3 else "")
-        return (
-            f"{cluster}: shard(s) {listed} have one member, lost with its {level}; "
-            "a replica each would survive"
-        )
+        which = f"shard {listed} has" if len(single) == 1 else f"shards {listed} have"
+        return f"{cluster}: {which} one member, lost with its {level}; a replica each would survive"
     return None
 
 
@@ -251,6 +247,9 @@ def survival_after(
     for i in range(more):
         sizes[f"+{i}"] = shard_size
     total = len(sizes)
+    if total == 0:
+        # No master to keep: nothing to judge, which is neither a loss nor survival.
+        return [f"not judged: {cluster} would have no shard (none runs and none is added)"]
     notes = []
     for level in survival_levels(policy, snapshot.nodes):
         domains = _domains(snapshot, level, members)

@@ -152,9 +152,14 @@ def test_nothing_fits_is_proven_without_a_solve() -> None:
     nodes = [node("a", "zone-a", "ra"), node("b", "zone-b", "rb")]  # 2 hosts, shard of 3
     answer = headroom(snapshot(nodes, []), policy(), shape(3))
     assert (answer.shards, answer.status, answer.bound, answer.candidates) == (0, "OPTIMAL", 0, 0)
-    assert answer.limited_by.startswith("hosts with room for a member (shard-spread")
+    assert answer.limited_by == (
+        "shard-spread: a shard of 3 members needs 3 distinct hosts; 2 hosts accept its pods"
+    )
     full = headroom(snapshot(three_nodes(), []), policy(), shape(3, memory_gi=40))
-    assert (full.shards, full.limited_by) == (0, "memory")
+    assert (full.shards, full.limited_by) == (
+        0,
+        "memory: no node has room for one member (3 nodes accept its pods)",
+    )
 
 
 @pytest.mark.parametrize(("cluster", "expected"), [("redis/cache", 12), ("redis/other", 0)])
@@ -221,7 +226,7 @@ def test_headroom_json_contract(tmp_path: Path) -> None:
     assert answer["bound"] == 4 and answer["cluster"] == "default/headroom"
     assert answer["memoryBytes"] == GI and answer["cpuMillis"] == 100
     table = run([*args, "--memory", "1Gi"])
-    assert "headroom: 4 more shard(s) of 3 x (100m cpu, 1Gi memory)" in table.stdout
+    assert "headroom: 4 more shards of 3 x (100m cpu, 1Gi memory)" in table.stdout
     assert "status OPTIMAL (proven: no more than 4 fit)" in table.stdout
     assert "limited by: memory in zone-c" in table.stdout
 
@@ -289,3 +294,124 @@ def test_headroom_help() -> None:
     assert result.exit_code == 0
     for option in ("--shard-size", "--cpu", "--memory", "--cluster", "--time-limit"):
         assert option in result.stdout
+
+
+# -- what the command says at the edges: bad requests, no request, nothing fits, no node --------
+
+
+def table(tmp_path: Path, objects: list[dict[str, Any]], *args: str) -> Any:
+    """The table answer for a dump of ``objects``; ``--allow-empty`` lets an empty one through."""
+    result = run(["-f", write_dump(tmp_path, objects), "--allow-empty", *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "flag", "value"),
+    [
+        (["--cpu", "-1", "--memory", "1Gi"], "--cpu", "'-1'"),
+        (["--cpu", "-500m", "--memory", "1Gi"], "--cpu", "'-500m'"),
+        (["--cpu", "100m", "--memory", "-1Gi"], "--memory", "'-1Gi'"),
+        (["--cpu", "100m", "--memory", "-1"], "--memory", "'-1'"),
+    ],
+)
+def test_a_negative_request_is_refused_naming_its_flag(
+    tmp_path: Path, flags: list[str], flag: str, value: str
+) -> None:
+    """As the snapshot refuses a pod's negative request: one line naming the flag, exit 2."""
+    result = run(["-f", write_dump(tmp_path, three_nodes()), "--shard-size", "2", *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: {flag}: {value} is negative: Kubernetes accepts no negative quantity"
+    ]
+
+
+def test_a_resource_not_requested_bounds_nothing() -> None:
+    """A shape asking no cpu (or no memory) has no bound from it, not a sentinel count."""
+    answer = headroom(snapshot(three_nodes(), []), policy(), shape(3, cpu=0))
+    by_limit = {b.limit: b.shards for b in answer.bounds}
+    assert by_limit["cpu"] is None and by_limit["memory"] == 4
+    assert answer.bounds[-1].limit == "cpu"  # unbounded sorts last
+    both = headroom(snapshot(three_nodes(), []), policy(), shape(3, memory_gi=0, cpu=0))
+    assert [b.shards for b in both.bounds if b.limit in ("cpu", "memory")] == [None, None]
+    assert all(b.shards is None or b.shards < 1000 for b in both.bounds)
+
+
+def test_the_table_shows_an_unrequested_resource_as_unbounded(tmp_path: Path) -> None:
+    out = table(tmp_path, three_nodes(), "--shard-size", "2", "--cpu", "0", "--memory", "0")
+    assert str(1 << 40) not in out
+    rows = {line.split("  ")[0]: line for line in out.splitlines()}
+    assert "unbounded" in rows["cpu"] and "unbounded" in rows["memory"]
+
+
+@pytest.mark.parametrize(
+    ("args", "limited_by"),
+    [
+        (
+            ["--shard-size", "2", "--cpu", "100", "--memory", "1Ti"],
+            "memory and cpu: no node has room for one member (3 nodes accept its pods)",
+        ),
+        (
+            ["--shard-size", "1000000", "--cpu", "100m", "--memory", "1Gi"],
+            "shard-spread: a shard of 1000000 members needs 1000000 distinct hosts; "
+            "3 hosts accept its pods",
+        ),
+    ],
+)
+def test_when_no_shard_fits_it_says_so_and_why(
+    tmp_path: Path, args: list[str], limited_by: str
+) -> None:
+    out = table(tmp_path, three_nodes(), *args)
+    first, status, limit, survival = out.splitlines()[:4]
+    assert first.startswith("headroom: no shard of ") and first.endswith(
+        " fits for Redis cluster default/headroom"
+    )
+    assert status.startswith("status OPTIMAL (proven: none fits)")
+    assert limit == f"limited by: {limited_by}"
+    assert survival == (
+        "survival: not judged: default/headroom would have no shard (none runs and none is added)"
+    )
+    assert "-1" not in out and "0 masters" not in out
+
+
+@pytest.mark.parametrize(
+    ("nodes", "limited_by"),
+    [
+        (
+            [node(n, f"zone-{n}", f"r{n}", ready=False) for n in "abc"],
+            "0/3 nodes are available: 3 node not Ready",
+        ),
+        (
+            [
+                node("a", "zone-a", "ra", unschedulable=True),
+                node("b", "zone-b", "rb", unschedulable=True),
+                node("c", "zone-c", "rc", ready=False),
+            ],
+            "0/3 nodes are available: 2 node unschedulable, 1 node not Ready",
+        ),
+        (
+            [node(n, f"zone-{n}", f"r{n}", taints=["dedicated=db:NoSchedule"]) for n in "ab"],
+            "0/2 nodes are available: 2 untolerated taint dedicated",
+        ),
+        ([], "the input has no nodes"),
+    ],
+)
+def test_no_node_accepting_new_pods_is_said_not_a_resource_or_host_limit(
+    tmp_path: Path, nodes: list[dict[str, Any]], limited_by: str
+) -> None:
+    out = table(tmp_path, nodes, "--shard-size", "2", "--cpu", "100m", "--memory", "1Gi")
+    assert f"limited by: no node accepts its pods: {limited_by}\n" in out
+    assert "limited by: memory" not in out and "in one host" not in out
+
+
+def test_counts_of_one_are_singular(tmp_path: Path) -> None:
+    """One shard fits (zone-c holds one member of 4Gi), one pending pod is left out."""
+    pending = redis_pod("wait-0-0", "wait", 0, None, memory="1Gi")
+    out = table(
+        tmp_path, [*three_nodes(), pending], "--shard-size", "3", "--cpu", "1", "--memory", "4Gi"
+    )
+    assert out.startswith("headroom: 1 more shard of 3 x (1000m cpu, 4Gi memory)")
+    assert "no more than 1 fits);" in out and "1 candidate shard solved in" in out
+    assert "left out: 1 pending pod of the input" in out
+    assert "(s)" not in out

@@ -74,7 +74,7 @@ def test_one_zone_two_zones_and_shards_without_replicas() -> None:
     assert "a third zone would" in str(cannot_survive("r/s", 5, three, 2, "zone"))
     single = {"0": 1, "1": 2, "2": 2}
     assert cannot_survive("r/s", 3, single, 3, "zone") == (
-        "r/s: shard(s) 0 have one member, lost with its zone; a replica each would survive"
+        "r/s: shard 0 has one member, lost with its zone; a replica each would survive"
     )
     assert cannot_survive("r/s", 3, three, 3, "zone") is None
 
@@ -145,6 +145,16 @@ def test_headroom_says_whether_the_grown_cluster_could_survive() -> None:
     )
     assert survival_after(snap, Policy(), "default/c", 2, 2)[2] == (
         "with 5 shards in all, default/c can survive losing a zone (3 zones)"
+    )
+
+
+def test_a_cluster_with_no_shard_is_not_judged_and_no_count_goes_negative() -> None:
+    """Headroom with nothing fitting and nothing running: no masters to keep is neither a
+    loss ("losing one leaves -1 of 0") nor survival; no domain at all is not "one zone"."""
+    notes = survival_after(snapshot(NODES, []), Policy(), "default/new", 0, 2)
+    assert notes == ["not judged: default/new would have no shard (none runs and none is added)"]
+    assert cannot_survive("r/s", 3, {str(s): 2 for s in range(3)}, 0, "zone") == (
+        "r/s: no zone holds its pods or accepts new ones"
     )
 
 

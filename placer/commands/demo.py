@@ -11,6 +11,7 @@ from models.drill import Failure
 from models.plan import Plan
 from models.policy import Level, Policy
 from models.snapshot import Snapshot
+from models.words import plural
 from placer.commands.options import (
     StderrProgress,
     allow_empty_option,
@@ -25,7 +26,7 @@ from solver.check import check_plan, evaluate_objective
 from solver.drill import domains_at, drill, every_domain
 from solver.greedy import greedy_plan
 from solver.stock import stock_plan
-from solver.survival import plural, survival_verdicts
+from solver.survival import survival_verdicts
 
 LEGEND = """\
 greedy       this tool's baseline, one pod at a time; it balances each cluster's masters over

@@ -1,15 +1,17 @@
 """``redis-placer headroom``: how many more shards of one shape fit, proven by the solver."""
 
 import time
+from collections.abc import Callable
 
 import click
 
 from models.errors import InputError
-from models.headroom import Headroom, ShardShape
+from models.headroom import CapacityBound, Headroom, ShardShape
 from models.policy import Policy
-from models.quantity import QuantityError, cpu_millis, memory_bytes
+from models.quantity import QuantityError, cpu_millis, memory_bytes, non_negative
 from models.resources import Resources
 from models.snapshot import Snapshot
+from models.words import plural, verb
 from placer.commands.options import (
     DUMP_EPILOG,
     StderrProgress,
@@ -37,6 +39,19 @@ def _bytes(n: int) -> str:
     return str(n)
 
 
+def _request(flag: str, value: str | None, amount: Callable[[object], int]) -> int | None:
+    """A request flag's amount, or None when not given. Read as the snapshot reads a pod's
+    requests (models.quantity): what the API server would refuse, a negative quantity
+    included, is refused here too, naming the flag."""
+    if value is None:
+        return None
+    try:
+        non_negative(value)
+        return amount(value)
+    except QuantityError as exc:
+        raise InputError(str(exc), obj=flag) from None
+
+
 def build_shape(
     snapshot: Snapshot,
     size: int,
@@ -50,11 +65,8 @@ def build_shape(
     if not sep or not namespace or not label or "/" in label:
         raise InputError("must be NAMESPACE/NAME", obj="--cluster", field=name)
     template = next((m.pod for m in snapshot.members if m.cluster == name), None)
-    try:
-        cpu_m = cpu_millis(cpu) if cpu is not None else None
-        memory_b = memory_bytes(memory) if memory is not None else None
-    except QuantityError as exc:
-        raise InputError(str(exc), obj="--cpu/--memory") from None
+    cpu_m = _request("--cpu", cpu, cpu_millis)
+    memory_b = _request("--memory", memory, memory_bytes)
     if template is None and (cpu_m is None or memory_b is None):
         raise InputError(
             f"Redis cluster {name} is not in the input: give --cpu and --memory "
@@ -76,30 +88,52 @@ def build_shape(
     )
 
 
-def headroom_text(answer: Headroom, policy: Policy) -> str:
+def _headline(answer: Headroom) -> str:
+    """How many more shards fit; with none, that no shard of the shape fits at all."""
     shape = (
         f"{answer.shard_size} x ({answer.cpu_millis}m cpu, {_bytes(answer.memory_bytes)} memory)"
     )
-    if answer.status == "OPTIMAL":
-        proof = f"proven: no more than {answer.bound} fit"
-    else:
-        proof = f"at least {answer.shards}, at most {answer.bound}"
-    lines = [
-        f"headroom: {answer.shards} more shard(s) of {shape} for Redis cluster {answer.cluster}",
-        f"status {answer.status} ({proof}); survive: {policy.rules.survive}; "
-        f"{answer.candidates} candidate shard(s) solved in {answer.solve_seconds:.2f}s",
-        f"limited by: {answer.limited_by}",
-    ]
+    if answer.shards == 0:
+        return f"headroom: no shard of {shape} fits for Redis cluster {answer.cluster}"
+    count = plural(answer.shards, "more shard")
+    return f"headroom: {count} of {shape} for Redis cluster {answer.cluster}"
+
+
+def _proof(answer: Headroom, policy: Policy) -> str:
+    """The status line: what is proven, and the solve that proved it (none when a capacity
+    bound is 0: nothing was offered to the solver)."""
+    bound = answer.bound
+    fit = "none fits" if bound == 0 else f"no more than {bound} {verb(bound, 'fits', 'fit')}"
+    proof = (
+        f"proven: {fit}"
+        if answer.status == "OPTIMAL"
+        else f"at least {answer.shards}, at most {answer.bound}"
+    )
+    solved = (
+        f"{plural(answer.candidates, 'candidate shard')} solved in {answer.solve_seconds:.2f}s"
+        if answer.candidates
+        else "no solve: a capacity bound is 0"
+    )
+    return f"status {answer.status} ({proof}); survive: {policy.rules.survive}; {solved}"
+
+
+def _bound_row(bound: CapacityBound) -> list[str]:
+    """A table row; a resource the shape does not request bounds nothing, and says so."""
+    shards = "unbounded (not requested)" if bound.shards is None else str(bound.shards)
+    return [bound.limit, shards, ", ".join(bound.where) or "-"]
+
+
+def headroom_text(answer: Headroom, policy: Policy) -> str:
+    lines = [_headline(answer), _proof(answer, policy), f"limited by: {answer.limited_by}"]
     if answer.note:
         lines.append(f"note: {answer.note}")
     lines.extend(f"survival: {line}" for line in answer.survival)
     if answer.pending_ignored:
         lines.append(
-            f"left out: {len(answer.pending_ignored)} pending pod(s) of the input "
+            f"left out: {plural(len(answer.pending_ignored), 'pending pod')} of the input "
             "(headroom is counted on top of the running pods)"
         )
-    rows = [[b.limit, str(b.shards), ", ".join(b.where) or "-"] for b in answer.bounds]
-    bounds = render.table(["BOUND", "SHARDS", "WHERE"], rows)
+    bounds = render.table(["BOUND", "SHARDS", "WHERE"], [_bound_row(b) for b in answer.bounds])
     parts = ["\n".join(lines), "capacity bounds:\n" + bounds]
     if answer.explanation:
         parts.append("why not more:\n" + "\n".join(f"  {e}" for e in answer.explanation[:5]))
