@@ -147,6 +147,11 @@ CASES = {
         ("policy unknown-policy-key.policy.yaml", "rules.maxMasterPerNode", "unknown key"),
         policy="unknown-policy-key.policy.yaml",
     ),
+    "policy key written twice": Case(
+        HEALTHY,
+        ("policy duplicate-key.policy.yaml", "key 'rules' appears twice (again on line 4)"),
+        policy="duplicate-key.policy.yaml",
+    ),
     "contradictory policy": Case(
         HEALTHY,
         ("policy contradictory.policy.yaml", "rules.survive", "topology.zone names no label"),

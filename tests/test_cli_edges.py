@@ -5,13 +5,16 @@ plain line or a verdict that says what it is, never a traceback or a healthy rep
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from models.policy import Policy
 from placer.cli import main
+from placer.commands.options import overrun
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "placer" / "examples" / "cluster.yaml"
 ROOT = EXAMPLE.parent.parent.parent
@@ -121,3 +124,16 @@ def test_a_redis_pod_that_has_finished_is_said_not_dropped(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["plan", "-f", str(_dump(tmp_path, finish_shard_0))])
     assert "has finished (Failed): not a member until it runs again" in result.output
     assert "redis/cache-0-0" in result.output
+
+
+def test_a_command_past_its_time_limit_says_so() -> None:
+    now = time.monotonic()
+    late = overrun(now - 2.5, now - 1.5, 2.0, Policy())
+    assert late == [
+        "took 2.50 s, beyond its 2 s time limit: starting and reading the input took 1.00 s "
+        "of it; give it more time (--time-limit)"
+    ]
+    assert overrun(now - 2.5, now - 1.5, None, Policy()) == []  # the policy's 10 s
+    on_time = CliRunner().invoke(main, ["plan", "-f", str(EXAMPLE), "--time-limit", "30"])
+    assert on_time.exit_code == 0
+    assert "time limit" not in on_time.output

@@ -217,6 +217,19 @@ def deadline_of(
     return started + limit - printing
 
 
+def overrun(started: float, read: float, time_limit: float | None, policy: Policy) -> list[str]:
+    """A warning when the command has run past its time limit: a limit shorter than starting
+    and reading the input cannot be kept, and the answer must not pass for one that kept it."""
+    limit = time_limit if time_limit is not None else policy.solver.time_limit_seconds
+    took = time.monotonic() - started
+    if took <= limit:
+        return []
+    return [
+        f"took {took:.2f} s, beyond its {limit:g} s time limit: starting and reading the "
+        f"input took {read - started:.2f} s of it; give it more time (--time-limit)"
+    ]
+
+
 def load_inputs(
     file: str | None,
     policy_path: str | None,

@@ -1,5 +1,6 @@
 """``redis-placer plan``: solve the placement of the pending pods and print the plan."""
 
+import time
 from typing import cast
 
 import click
@@ -15,6 +16,7 @@ from placer.commands.options import (
     finish,
     load_inputs,
     output_option,
+    overrun,
     plan_exit_code,
     time_limit_option,
     with_source,
@@ -61,6 +63,7 @@ def command(
     """Solve the placement and print the plan (within --time-limit, reading included)."""
     started = command_started()
     policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+    read = time.monotonic()
     deadline = deadline_of(started, time_limit, policy, snapshot)
     if mode == "rebalance":
         # guarded_plan judges the plan again as rebalance carries it out: about 35
@@ -84,4 +87,5 @@ def command(
         result = guarded_plan(snapshot, policy, result)
     result = completed(snapshot, policy, result)
     emit(result, snapshot, output)
-    finish(result.skipped, result.warnings, plan_exit_code(result))
+    late = overrun(started, read, time_limit, policy)
+    finish(result.skipped, [*result.warnings, *late], plan_exit_code(result))

@@ -76,13 +76,30 @@ def read_text(path: str, what: str = "") -> str:
     return decode_text(read_bytes(path, what), source)
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML whose mappings name each key once: in a policy, a key written twice would let the
+    later one win without a word (``survive: zone`` undone by a second ``rules:``)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    problem=f"key {key!r} appears twice (again on line {line})"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_policy(path: str | None) -> Policy:
     if path is None:
         return Policy()
     where = f"policy {path}"
     text = decode_text(read_bytes(path, " policy"), where)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeys)
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {str(exc).splitlines()[0]}", obj=where) from None
     except RecursionError:
