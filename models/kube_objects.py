@@ -399,6 +399,8 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     status = _mapping(obj.get("status"), where, "status")
     if not meta.get("name"):
         raise InputError("metadata.name is missing", obj=where)
+    for key in ("name", "namespace", "uid", "deletionTimestamp"):
+        _text(meta.get(key), where, f"metadata.{key}")
     _mappings(spec.get("volumes"), where, "spec.volumes")  # claim_names reads each one
     owners = _mappings(meta.get("ownerReferences"), where, "metadata.ownerReferences")
     owner = next((o for o in owners if o.get("controller")), None)
@@ -509,7 +511,14 @@ def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> N
     status = _mapping(obj.get("status"), where, "status")
     if not meta.get("name"):
         raise InputError("metadata.name is missing", obj=where)
-    name = str(meta["name"])
+    name = str(_text(meta["name"], where, "metadata.name"))
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and not isinstance(unschedulable, bool):
+        raise InputError(
+            f"must be true or false, not {_shape(unschedulable)}",
+            obj=where,
+            field="spec.unschedulable",
+        )
     labels = _strings(meta.get("labels"), where, "metadata.labels")
     raw_alloc = status.get("allocatable") or status.get("capacity")
     if not raw_alloc:

@@ -116,6 +116,12 @@ CASES = {
     "tolerations a string": refused(
         "tolerations-a-string.yaml", "pod default/r-0-0", "spec.tolerations", "must be a list"
     ),
+    "unschedulable a string": refused(
+        "unschedulable-a-string.yaml", "node n0", "spec.unschedulable", "true or false"
+    ),
+    "namespace a list": refused(
+        "namespace-a-list.yaml", "pod", "metadata.namespace", "must be a string, not a list"
+    ),
     "spec null": refused("spec-null.yaml", "pod default/r-0-0", "spec", "is missing"),
     "YAML alias bomb": refused("yaml-alias-bomb.yaml", "yaml-alias-bomb.yaml", "YAML alias"),
     "pods on nodes the dump lacks": Case(
