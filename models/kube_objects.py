@@ -399,16 +399,15 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     status = _mapping(obj.get("status"), where, "status")
     if not meta.get("name"):
         raise InputError("metadata.name is missing", obj=where)
-    for key in ("name", "namespace", "uid", "deletionTimestamp"):
-        _text(meta.get(key), where, f"metadata.{key}")
+    name = str(_text(meta["name"], where, "metadata.name"))
     _mappings(spec.get("volumes"), where, "spec.volumes")  # claim_names reads each one
     owners = _mappings(meta.get("ownerReferences"), where, "metadata.ownerReferences")
     owner = next((o for o in owners if o.get("controller")), None)
     owner = owner or next(iter(owners), None)
     return Pod(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
-        uid=str(meta.get("uid") or ""),
+        namespace=_text(meta.get("namespace"), where, "metadata.namespace") or "default",
+        name=name,
+        uid=_text(meta.get("uid"), where, "metadata.uid") or "",
         labels=_strings(meta.get("labels"), where, "metadata.labels"),
         annotations=_strings(meta.get("annotations"), where, "metadata.annotations"),
         node_name=_text(spec.get("nodeName"), where, "spec.nodeName") or None,
@@ -435,8 +434,8 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         owner_name=owner.get("name") if owner else None,
         pod_ip=_text(status.get("podIP"), where, "status.podIP"),
         resource_version=str(meta.get("resourceVersion") or ""),
-        deleting=bool(meta.get("deletionTimestamp")),
-        claims=claim_names(spec, str(meta["name"])),
+        deleting=bool(_text(meta.get("deletionTimestamp"), where, "metadata.deletionTimestamp")),
+        claims=claim_names(spec, name),
     )
 
 

@@ -677,21 +677,27 @@ def _census(view: _View) -> _Census:
     return _Census(alive_per_shard, masters_total, masters_alive, dead)
 
 
-def _domain_losses(view: _View, level: Level) -> list[_Losses]:
+def _short(census: _Census) -> dict[str, tuple[int, int]]:
+    """Clusters at or under half their masters alive whatever fails: (alive, in all)."""
+    alive = census.masters_alive
+    return {k: (alive[k], n) for k, n in census.masters_total.items() if 2 * alive[k] <= n}
+
+
+def _domain_losses(view: _View, level: Level, census: _Census | None = None) -> list[_Losses]:
     """For every domain at ``level`` holding an alive member: what its failure takes down.
 
     Unplaced members and members on vanished nodes are not alive anywhere, so a shard or cluster
     already short of them fails in every domain's loss. Counting is per domain, never domains x
     shards: a shard can only be lost by a domain that holds it, unless it is already dead.
     """
-    census = _census(view)
+    census = _census(view) if census is None else census
     masters_total, masters_alive = census.masters_total, census.masters_alive
 
     def cluster_lost(cluster: str, masters_in_domain: int) -> bool:
         left = masters_alive[cluster] - masters_in_domain
         return 2 * left <= masters_total[cluster]
 
-    weak_clusters = {k for k in masters_total if cluster_lost(k, 0)}
+    weak_clusters = set(_short(census))
 
     by_domain: dict[str | None, list[tuple[FinalMember, Node]]] = defaultdict(list)
     for f, node in view.alive:
@@ -769,19 +775,33 @@ def _check_survive(policy: Policy, view: _View) -> list[Violation]:
     return violations
 
 
-def domain_takes(
-    snapshot: Snapshot, plan: Plan, levels: Iterable[Level]
-) -> dict[Level, list[DomainTakes]]:
+class Takes(NamedTuple):
+    """What losing one domain takes, level by level, and what is lost before any failure."""
+
+    by_level: dict[Level, list[DomainTakes]]
+    dead_shards: list[str]
+    """Shards with no member alive: their pods on nodes gone from the snapshot, or unplaced."""
+    short: dict[str, tuple[int, int]]
+    """Per Redis cluster already at or under half its masters alive: (alive, in all)."""
+
+
+def domain_takes(snapshot: Snapshot, plan: Plan, levels: Iterable[Level]) -> Takes:
     """Per level, per domain and Redis cluster: what that one domain's loss takes (a master
-    majority, whole shards), for the domains that take something. The plan's placement is
+    majority, whole shards), for the domains that take something; and what every domain's loss
+    takes because it is lost already, for a verdict to name once. The plan's placement is
     walked once for every level."""
     view = _View(snapshot, plan)
-    return {level: _level_takes(view, level) for level in levels}
+    census = _census(view)
+    return Takes(
+        {level: _level_takes(view, level, census) for level in levels},
+        census.dead_shards,
+        _short(census),
+    )
 
 
-def _level_takes(view: _View, level: Level) -> list[DomainTakes]:
+def _level_takes(view: _View, level: Level, census: _Census) -> list[DomainTakes]:
     found = []
-    for loss in _domain_losses(view, level):
+    for loss in _domain_losses(view, level, census):
         if loss.domain is None:
             continue  # nodes without the label: no one domain to lose
         lost_shards: dict[str, list[str]] = defaultdict(list)
@@ -799,20 +819,6 @@ def _level_takes(view: _View, level: Level) -> list[DomainTakes]:
                 )
             )
     return found
-
-
-def lost_already(snapshot: Snapshot, plan: Plan) -> tuple[list[str], dict[str, tuple[int, int]]]:
-    """What the placement has lost before any failure: the shards with no member alive (their
-    pods on nodes gone from the snapshot, or left unplaced), and per Redis cluster already at
-    or under half its masters alive, (alive, in all). Every domain's loss "takes" these, so a
-    verdict names them once, as lost already, not domain by domain."""
-    census = _census(_View(snapshot, plan))
-    short = {
-        k: (census.masters_alive[k], n)
-        for k, n in census.masters_total.items()
-        if 2 * census.masters_alive[k] <= n
-    }
-    return census.dead_shards, short
 
 
 def survive_violation(

@@ -34,6 +34,7 @@ from models.errors import InputError
 from models.plan import Assignment, Plan, SkippedInput
 from models.policy import LEVELS, Level
 from models.snapshot import Snapshot
+from models.words import first_few
 from solver.check import FinalMember, final_members, keep_plan
 
 Outage = tuple[FailedDomain, ...]
@@ -82,9 +83,7 @@ def resolve_outage(snapshot: Snapshot, pairs: Sequence[tuple[str, str]]) -> Outa
         item = FailedDomain(level=level, domain=domain)
         if not any(node_in(n, item) for n in snapshot.nodes):
             known = domains_at(snapshot, item.level)
-            shown = ", ".join(known[:10]) + (
-                f" and {len(known) - 10} more" if len(known) > 10 else ""
-            )
+            shown = first_few(known, 10)
             raise InputError(
                 f"no node is in {level} {domain!r} (known: {shown or 'none'})",
                 obj="--fail",

@@ -20,7 +20,7 @@ from models.words import plural, verb
 from solver.classes.cpmodel import PlacementModel, build_variables
 from solver.classes.problem import Group, Problem, build_problem, constraint_signature
 from solver.cpsat import cp_model
-from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.predicates import blocking_reason, node_accepts_new_pods, nodes_available
 from solver.volumes import held_reason
 
 SHORT = "not placed: "
@@ -54,10 +54,7 @@ def filter_summary(problem: Problem, member: Member) -> str:
                 reason = "holds another member of the shard or no room left"
         reasons[reason] += 1
     total = len(problem.snapshot.nodes)
-    parts = ", ".join(
-        f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
-    )
-    return f"0/{total} nodes are available: {parts}" if parts else "the cluster has no nodes"
+    return nodes_available(reasons, total) if reasons else "the cluster has no nodes"
 
 
 def explain_conflict(

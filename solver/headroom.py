@@ -29,7 +29,7 @@ from models.resources import Resources
 from models.snapshot import Snapshot
 from models.words import plural, verb
 from solver.check import check_plan, keep_plan
-from solver.predicates import blocking_reason, node_accepts_new_pods
+from solver.predicates import blocking_reason, node_accepts_new_pods, nodes_available
 from solver.solve import SolveOptions, solve
 
 MAX_CANDIDATES = 1000
@@ -249,8 +249,7 @@ def _no_node_accepts(snapshot: Snapshot, probe: Pod) -> str:
     if not snapshot.nodes:
         return "no node accepts its pods: the input has no nodes"
     refused = Counter(blocking_reason(probe, n) or "node takes no new pods" for n in snapshot.nodes)
-    parts = ", ".join(f"{count} {why}" for why, count in refused.most_common())
-    return f"no node accepts its pods: 0/{len(snapshot.nodes)} nodes are available: {parts}"
+    return f"no node accepts its pods: {nodes_available(refused, len(snapshot.nodes))}"
 
 
 def why_none_fits(

@@ -5,6 +5,7 @@ Used to build the solver's candidate sets and by the greedy baseline. The indepe
 (solver/check.py) has its own implementation on purpose.
 """
 
+from collections import Counter
 from collections.abc import Sequence
 
 from models.cluster import Node, Pod, SelectorTerm, Taint, Toleration
@@ -85,3 +86,10 @@ def blocking_reason(pod: Pod, node: Node) -> str | None:
     if pod.volumes:
         return volumes.volume_reason(pod, node)
     return None
+
+
+def nodes_available(refused: Counter[str], total: int) -> str:
+    """kube-scheduler's tally of why no node takes a pod: ``0/N nodes are available: ...``,
+    the most common reason first."""
+    parts = ", ".join(f"{count} {why}" for why, count in refused.most_common())
+    return f"0/{total} nodes are available: {parts}"

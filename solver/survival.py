@@ -15,8 +15,8 @@ from models.cluster import Member, Node
 from models.plan import DomainTakes, LevelVerdict, Plan
 from models.policy import Level, Policy
 from models.snapshot import Snapshot
-from models.words import plural
-from solver.check import domain_takes, final_placement, lost_already, survival_levels
+from models.words import first_few, plural
+from solver.check import Takes, domain_takes, final_placement, survival_levels
 from solver.predicates import node_accepts_new_pods
 
 
@@ -86,7 +86,7 @@ def cannot_survive(
         return f"{why}; {what_would(masters, domains, level)}"
     single = sorted(shard for shard, size in shard_sizes.items() if size < 2)
     if single:
-        listed = ", ".join(single[:3]) + (f" and {len(single) - 3} more" if len(single) > 3 else "")
+        listed = first_few(single, 3)
         which = f"shard {listed} has" if len(single) == 1 else f"shards {listed} have"
         return f"{cluster}: {which} one member, lost with its {level}; a replica each would survive"
     return None
@@ -169,13 +169,13 @@ def survival_verdicts(
     ]
     levels = survival_levels(policy, snapshot.nodes)
     may_take = not judged or any(v.rule == "survive" for v in plan.violations)
-    takes = domain_takes(snapshot, plan, levels) if may_take else {}
-    dead, short = lost_already(snapshot, plan) if may_take else ([], {})
-    before = _lost_texts(dead, short)
+    takes = domain_takes(snapshot, plan, levels) if may_take else Takes({}, [], {})
+    before = _lost_texts(takes.dead_shards, takes.short)
+    dead = set(takes.dead_shards)
     verdicts = []
     for level in levels:
         domains = len({n.domain(level) for n in held_nodes} - {None})
-        taken = _beyond(takes.get(level, []), set(dead), short)
+        taken = _beyond(takes.by_level.get(level, []), dead, takes.short)
         verdicts.append(
             LevelVerdict(
                 level=level,
@@ -215,7 +215,7 @@ def _lost_texts(dead: list[str], short: dict[str, tuple[int, int]]) -> list[str]
             "no majority"
         )
     if dead:
-        listed = ", ".join(dead[:3]) + (f" and {len(dead) - 3} more" if len(dead) > 3 else "")
+        listed = first_few(dead, 3)
         texts.append(f"shard(s) {listed} have no member on a node of the snapshot")
     return texts
 

@@ -15,6 +15,7 @@ from models.errors import InputError
 from models.kube_objects import TERMINAL_PHASES
 from models.policy import Policy
 from models.snapshot import Snapshot
+from models.words import first_few
 
 ALLOW = "pass --allow-empty to accept it"
 
@@ -68,7 +69,7 @@ def _require_known_nodes(snapshot: Snapshot, source: str, hint: str) -> None:
     if not bound or any(name in nodes for name in bound):
         return
     missing = sorted(set(bound))
-    listed = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    listed = first_few(missing, 3)
     raise InputError(
         f"every Redis pod bound to a node is bound to one it does not hold ({listed}; "
         f"{hint}): nothing to judge; {ALLOW}",

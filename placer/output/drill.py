@@ -1,6 +1,7 @@
 """A failure drill as text: one block per failure, worst first."""
 
 from models.drill import ClusterOutcome, DrillReport, Failure
+from models.words import first_few
 from placer.output.render import input_note, table
 
 
@@ -27,7 +28,7 @@ def _verdict(c: ClusterOutcome) -> str:
 
 def failure_block(failure: Failure) -> str:
     nodes = failure.nodes_lost
-    shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+    shown = first_few(nodes, 4)
     head = f"{failure.level} {failure.domain} ({len(nodes)} node{'s' * (len(nodes) != 1)}: {shown})"
     if not failure.clusters:
         return f"{head}: no Redis pod there"

@@ -8,6 +8,7 @@ import yaml
 from models import json_text
 from models.plan import LevelVerdict, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
+from models.words import first_few
 
 
 def as_document(plan: Plan, fmt: str) -> str:
@@ -123,9 +124,7 @@ def grouped(pairs: Iterable[tuple[str, str]], noun: str = "", shown: int = 3) ->
         if not noun and len(kinds) == 1 and all(" " in s for s in subjects):
             plural = f"{kinds.pop()}s"
             names = [s.partition(" ")[2] for s in subjects]
-        listed = ", ".join(names[:shown])
-        if len(names) > shown:
-            listed += f" and {len(names) - shown} more"
+        listed = first_few(names, shown)
         lines.append(f"{len(subjects)} {plural}: {text} ({listed})")
     return lines
 

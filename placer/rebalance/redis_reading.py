@@ -18,6 +18,7 @@ from models.cluster import Member
 from models.plan import SkippedInput
 from models.policy import Policy
 from models.snapshot import Snapshot
+from models.words import first_few
 from placer.commands.options import fail
 from placer.rebalance.redis_access import AccessError, Dialer, resolve_access
 from placer.rebalance.redis_ops import (
@@ -143,7 +144,7 @@ def redis_roles(
             )
         ip = {m.key: m.pod.pod_ip for m in snapshot.members}
         tried = [f"{k} ({ip[k]}:{dial.port})" for k in reading.tried]
-        shown = ", ".join(tried[:8]) + (f" and {len(tried) - 8} more" if len(tried) > 8 else "")
+        shown = first_few(tried, 8)
         first = views[reading.tried[0]]
         fail(f"--roles redis: no Redis pod could be read; tried {shown}; first error: {first}")
     return apply_roles(snapshot, reading), reading, views
