@@ -14,7 +14,7 @@ using it must leave the layout as they found it). Tests are skipped with a clear
 reason when ``redis-server`` or ``redis-cli`` is not on PATH.
 
 This harness reads the cluster with redis-py's own parsers on purpose, so it stays
-an independent check of ``placer.rebalance.redis_ops``.
+an independent check of ``placer.redis.ops``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from placer.rebalance.redis_ops import RedisEndpoint, RedisTls
+from placer.redis.ops import RedisEndpoint, RedisTls
 from tests.redis_servers import (
     RedisSecurity,
     cli_command,

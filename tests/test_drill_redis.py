@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from placer.cli import main
-from placer.rebalance.redis_ops import failover_to
+from placer.redis.ops import failover_to
 from tests.test_redis_roles import cluster_objects, pod_name, write_dump
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, so asserts get rewritten

@@ -19,7 +19,7 @@ from placer.rebalance.failover import (
     MoveStep,
     RebalanceExecutor,
 )
-from placer.rebalance.redis_ops import RedisEndpoint, cluster_info
+from placer.redis.ops import RedisEndpoint, cluster_info
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, so asserts get rewritten
     from tests.redis_harness import RedisClusterHarness

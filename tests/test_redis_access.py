@@ -1,7 +1,7 @@
 """Reaching Redis with the deployment's own credentials: the password and TLS material the pods
 read, found through their spec and read from their Secrets.
 
-The pure part (placer.rebalance.pod_credentials) is checked on pods shaped as each deployment's
+The pure part (placer.redis.credentials) is checked on pods shaped as each deployment's
 templates make them; the command runs against real redis-server processes that serve TLS only,
 require client certificates and a password, with the Secrets in an in-memory API.
 """
@@ -18,7 +18,8 @@ import pytest
 from models.policy import Policy
 from placer.kube.adapter import KubeApiError
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance.pod_credentials import (
+from placer.redis.access import AccessError, resolve_access
+from placer.redis.credentials import (
     TLS_KEYS,
     Literal,
     PodCredentials,
@@ -26,7 +27,6 @@ from placer.rebalance.pod_credentials import (
     TlsRefs,
     pod_credentials,
 )
-from placer.rebalance.redis_access import AccessError, resolve_access
 from tests import operator_shapes as shapes
 from tests.kube_dicts import node, redis_pod, snapshot
 from tests.test_redis_roles import (
@@ -370,7 +370,7 @@ def test_a_dry_run_without_the_secret_says_so_and_uses_the_labels(
 def test_the_probe_of_auto_spreads_over_zones() -> None:
     """A zone that is down must not pass for a network that reaches no pod: the pods probed
     before reading every one stand in different zones, then on different nodes."""
-    from placer.rebalance.redis_reading import probe_members
+    from placer.redis.reading import probe_members
 
     nodes = [node(f"n{z}{i}", f"z{z}", f"r{z}") for z in "abc" for i in range(2)]
     pods = []

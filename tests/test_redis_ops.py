@@ -1,4 +1,4 @@
-"""placer.rebalance.redis_ops against real redis-server processes (and its parser on exact text)."""
+"""placer.redis.ops against real redis-server processes (and its parser on exact text)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from placer.rebalance.redis_ops import (
+from placer.redis.ops import (
     ClusterNodesParseError,
     FailoverRefused,
     FailoverTimeout,

@@ -1,6 +1,6 @@
 """``rebalance --roles redis``: roles read from CLUSTER NODES instead of the role labels.
 
-The pure part (placer.rebalance.redis_roles.resolve_roles) is tested on exact CLUSTER NODES text;
+The pure part (placer.redis.roles.resolve_roles) is tested on exact CLUSTER NODES text;
 the command is tested against real redis-server processes whose roles the labels get
 wrong (a real CLUSTER FAILOVER the labels never heard of).
 """
@@ -20,8 +20,8 @@ from models.cluster import Role
 from models.snapshot import Snapshot
 from placer.cli import main
 from placer.kube.fake import FakeKubeAdapter
-from placer.rebalance.redis_ops import RedisUnreachable, failover_to, parse_cluster_nodes
-from placer.rebalance.redis_roles import View, apply_roles, resolve_roles
+from placer.redis.ops import RedisUnreachable, failover_to, parse_cluster_nodes
+from placer.redis.roles import View, apply_roles, resolve_roles
 from tests.kube_dicts import node, redis_pod, snapshot
 
 if TYPE_CHECKING:  # imported for real by pytest_plugins, so asserts get rewritten

@@ -123,9 +123,9 @@ def _redis_facts(
 ) -> tuple[Snapshot, dict[str, int], dict[str, int], list[SkippedInput]]:
     """Roles, replication offsets and slots as the pods' Redis reports them, and what could not
     be read (input warnings: the label stands, the replica is ranked last)."""
-    from placer.rebalance.redis_offsets import replication_offsets, served_slots
-    from placer.rebalance.redis_reading import reading_warnings, redis_dialer, redis_roles
-    from placer.rebalance.redis_roles import read_views
+    from placer.redis.offsets import replication_offsets, served_slots
+    from placer.redis.reading import reading_warnings, redis_dialer, redis_roles
+    from placer.redis.roles import read_views
 
     redis_port = port or policy.redis.port
     dial = redis_dialer(snapshot, policy, adapter, redis_port, password_env, password_file)

@@ -18,8 +18,8 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from placer.rebalance.redis_access import Dialer
-    from placer.rebalance.redis_roles import RoleMismatch
+    from placer.redis.access import Dialer
+    from placer.redis.roles import RoleMismatch
 
 __all__ = ["apply_changes", "label_values"]
 
@@ -47,7 +47,7 @@ def apply_changes(
         MoveStep,
         RebalanceExecutor,
     )
-    from placer.rebalance.redis_ops import RedisEndpoint
+    from placer.redis.ops import RedisEndpoint
 
     pods = {m.key: m for m in snapshot.members}
 

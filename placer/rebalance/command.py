@@ -32,15 +32,15 @@ from placer.inputs.content import require_running
 from placer.output import render
 from placer.rebalance.apply import apply_changes, label_values
 from placer.rebalance.events import record_actions, record_run, run_failed, run_summary
-from placer.rebalance.redis_reading import reading_warnings, roles_document
 from placer.rebalance.report import print_table, push_gauges, with_reasons
+from placer.redis.reading import reading_warnings, roles_document
 from solver.changes import after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import master_quorum_warnings
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
-    from placer.rebalance.redis_access import Dialer
-    from placer.rebalance.redis_roles import RoleReading
+    from placer.redis.access import Dialer
+    from placer.redis.roles import RoleReading
 
 
 def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
@@ -159,7 +159,7 @@ def command(
         dial: Dialer | None = None
         roles_note = ""
         if apply_ or from_redis:
-            from placer.rebalance.redis_reading import redis_dialer
+            from placer.redis.reading import redis_dialer
 
             progress("reading credentials", None, None)
             found = redis_dialer(
@@ -177,7 +177,7 @@ def command(
                 dial = found
         reading: RoleReading | None = None
         if from_redis and dial is not None:
-            from placer.rebalance.redis_reading import redis_roles, unreachable_note
+            from placer.redis.reading import redis_roles, unreachable_note
 
             progress("reading roles from Redis", None, None)
             snapshot, reading, views = redis_roles(snapshot, dial, required=roles_from == "redis")
@@ -250,7 +250,7 @@ def command(
         record_actions(adapter, snapshot, result["actions"])
         current = read_cluster(adapter, policy, allow_empty=True)
         if reading is not None:
-            from placer.rebalance.redis_reading import redis_roles
+            from placer.redis.reading import redis_roles
 
             current, _, _ = redis_roles(current, dial, required=False)
         audited = audit_violations(current, policy)

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from placer.rebalance.redis_ops import (
+from placer.redis.ops import (
     DEFAULT_IO_TIMEOUT_S,
     ClusterNodeInfo,
     RedisEndpoint,

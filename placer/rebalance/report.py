@@ -14,7 +14,7 @@ from placer.output import render
 from solver.changes import Change
 
 if TYPE_CHECKING:
-    from placer.rebalance.redis_roles import RoleReading
+    from placer.redis.roles import RoleReading
 
 __all__ = ["print_table", "push_gauges", "with_reasons"]
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from models.cluster import Member, Role
 from models.kube_objects import valid_shards
 from models.snapshot import Issue, Snapshot
-from placer.rebalance.redis_ops import (
+from placer.redis.ops import (
     DEFAULT_IO_TIMEOUT_S,
     ClusterNodeInfo,
     RedisEndpoint,
@@ -400,7 +400,7 @@ def apply_roles(snapshot: Snapshot, reading: RoleReading) -> Snapshot:
 Reader = Callable[[RedisEndpoint, float], Sequence[ClusterNodeInfo]]
 Dial = Callable[[Member], RedisEndpoint | None]
 """A member's Redis endpoint (its pod IP, the port, its cluster's credentials), None without
-an IP (placer.rebalance.redis_access.Dialer)."""
+an IP (placer.redis.access.Dialer)."""
 
 
 def read_views(

@@ -1,7 +1,7 @@
 """The password and TLS material each Redis cluster is reached with, and the endpoint of a pod.
 
 In the cluster they come from the Secrets the deployment already has, found the way its own
-pods find them (placer.rebalance.pod_credentials) or named in the policy (``redis.auth``,
+pods find them (placer.redis.credentials) or named in the policy (``redis.auth``,
 ``redis.tls``); a password given to the command (``--password-env``, ``--password-file`` or their
 policy keys) comes first. Anything named that cannot be read (a missing Secret or key, a Secret
 the ServiceAccount may not read, an unreadable file) is an ``AccessError``: one line, before any
@@ -23,8 +23,8 @@ from pydantic import SecretStr
 from models.cluster import Member
 from models.policy import Policy, SecretKey, TlsSecret
 from models.snapshot import Snapshot
-from placer.rebalance.pod_credentials import Literal, SecretRef, TlsRefs, pod_credentials
-from placer.rebalance.redis_ops import RedisEndpoint, RedisTls
+from placer.redis.credentials import Literal, SecretRef, TlsRefs, pod_credentials
+from placer.redis.ops import RedisEndpoint, RedisTls
 
 __all__ = ["AccessError", "ClusterAccess", "Dialer", "resolve_access"]
 

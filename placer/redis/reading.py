@@ -20,8 +20,8 @@ from models.policy import Policy
 from models.snapshot import Snapshot
 from models.words import first_few
 from placer.commands.options import fail
-from placer.rebalance.redis_access import AccessError, Dialer, resolve_access
-from placer.rebalance.redis_ops import (
+from placer.redis.access import AccessError, Dialer, resolve_access
+from placer.redis.ops import (
     PasswordSourceError,
     RedisAuthError,
     RedisOpsError,
@@ -29,7 +29,7 @@ from placer.rebalance.redis_ops import (
     RedisUnreachable,
     password_from_env_or_file,
 )
-from placer.rebalance.redis_roles import (
+from placer.redis.roles import (
     RoleReading,
     View,
     apply_roles,
@@ -104,7 +104,7 @@ def redis_roles(
     required: bool,
     views: Mapping[str, View] | None = None,
 ) -> tuple[Snapshot, RoleReading | None, Mapping[str, View]]:
-    """``snapshot`` with each member's role as Redis reports it (placer.rebalance.redis_roles).
+    """``snapshot`` with each member's role as Redis reports it (placer.redis.roles).
 
     ``required`` (``--roles redis``): exit 2 when no pod answers. Otherwise (``--roles auto``)
     a probe of a few pods comes first, and when none is reachable at all the labels stand

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from models.cluster import Member, Role
-from placer.rebalance.redis_ops import (
+from placer.redis.ops import (
     DEFAULT_IO_TIMEOUT_S,
     RedisEndpoint,
     RedisOpsError,
     info_replication,
 )
-from placer.rebalance.redis_roles import View
+from placer.redis.roles import View
 
 __all__ = ["replication_offsets", "served_slots"]
 
