@@ -26,6 +26,7 @@ COMMANDS = {
     "headroom": "placer.commands.headroom",
     "pdbs": "placer.commands.pdbs",
     "release-gates": "placer.commands.release_gates",
+    "maintenance": "placer.maintenance.command",
     "binder": "placer.binder.command",
     "rebalance": "placer.rebalance.command",
 }

@@ -22,6 +22,9 @@ PERMIT_DECISIONS = ("allow", "wait", "reject")
 BIND_RESULTS = ("bound", "conflict", "gone", "error")
 
 
+GUARD_DECISIONS = ("allow", "handover", "wait", "released")
+
+
 class Metrics:
     """Every metric redis-placer exports, registered in ``self.registry``."""
 
@@ -79,7 +82,30 @@ class Metrics:
             "Unix time of the last finished solve.",
             registry=r,
         )
+        self.guard_admissions = Counter(
+            PREFIX + "guard_admissions",
+            "Evictions and deletes of Redis pods the maintenance guard answered, by decision "
+            "(allow, handover, wait, released: let through after the longest hold).",
+            ["decision"],
+            registry=r,
+        )
+        self.handovers = Counter(
+            PREFIX + "handovers",
+            "Master roles the guard handed over (CLUSTER FAILOVER), by why (maintenance, "
+            "restore) and outcome (ok, failed).",
+            ["why", "outcome"],
+            registry=r,
+        )
+        self.survival_broken = Gauge(
+            PREFIX + "survival_broken",
+            "1 while losing one domain at this level (host, rack, zone) would take a shard or a "
+            "Redis cluster's master majority, as the running placement stands.",
+            ["level"],
+            registry=r,
+        )
         # Known label values start at zero so rate() and absence alerts work from the start.
+        for decision in GUARD_DECISIONS:
+            self.guard_admissions.labels(decision=decision)
         for decision in PERMIT_DECISIONS:
             self.permit_decisions.labels(decision=decision)
         for result in BIND_RESULTS:

@@ -93,6 +93,8 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "record_event": (Permission("", "events", "create"),),
     "evict_pod": (Permission("", "pods/eviction", "create"),),
     "patch_pod_labels": (Permission("", "pods", "patch"),),
+    "cordon_node": (Permission("", "nodes", "patch"),),
+    "annotate_pod": (Permission("", "pods", "patch"),),
     "write_configmap": (
         Permission("", "configmaps", "create"),
         Permission("", "configmaps", "update"),
@@ -356,6 +358,12 @@ class KubeAdapter(Protocol):
         labels: Mapping[str, str | None],
         resource_version: str | None = None,
     ) -> PatchResult: ...
+
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> PatchResult: ...
+
+    def cordon_node(self, name: str) -> bool: ...
 
     def write_configmap(
         self,
@@ -848,6 +856,30 @@ class KubernetesAdapter:
         if resource_version:
             metadata["resourceVersion"] = resource_version
         return self._merge_patch(namespace, name, {"metadata": metadata}, "labels patched")
+
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> PatchResult:
+        """Set annotations (a None value removes one) with a merge patch."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        return self._merge_patch(namespace, name, body, "annotations patched")
+
+    def cordon_node(self, name: str) -> bool:
+        """``kubectl cordon``: spec.unschedulable true (a merge patch); False if no such node."""
+        try:
+            self._send(
+                "PATCH",
+                "/api/v1/nodes/{name}",
+                {"name": name},
+                {"spec": {"unschedulable": True}},
+                MERGE_PATCH,
+            )
+        except Exception as exc:
+            status, message = _failure(exc)
+            if status == 404:
+                return False
+            raise KubeApiError("cordon_node", status, message) from None
+        return True
 
     def record_event(
         self,

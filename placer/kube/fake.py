@@ -395,6 +395,23 @@ class FakeKubeAdapter:
             patch = {"metadata": {"labels": dict(labels)}}
             return self._patched((namespace, name), patch, "labels patched")
 
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> PatchResult:
+        with self._lock:
+            if (namespace, name) not in self.pods:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            patch = {"metadata": {"annotations": dict(annotations)}}
+            return self._patched((namespace, name), patch, "annotations patched")
+
+    def cordon_node(self, name: str) -> bool:
+        with self._lock:
+            node = self.nodes.get(name)
+            if node is None:
+                return False
+            node.setdefault("spec", {})["unschedulable"] = True
+            return True
+
     def write_configmap(
         self,
         namespace: str,

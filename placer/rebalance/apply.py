@@ -8,7 +8,6 @@ binder reads follow Redis, in the values the deployment already uses.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -148,15 +147,7 @@ def apply_changes(
 
 
 def label_values(snapshot: Snapshot, policy: Policy) -> dict[str, str]:
-    """The value the role label takes for each role, as the deployment writes it (the OT
-    operator's ``slave``), so a relabelled pod reads like its siblings."""
-    from models.identity.facts import role_of
+    """The value the role label takes for each role, as the deployment writes it."""
+    from models.identity.role_labels import role_label_values
 
-    key = policy.labels.role
-    seen: dict[str, Counter[str]] = {}
-    for member in snapshot.members:
-        value = member.pod.labels.get(key)
-        role = role_of(value, policy.identity.role_values)
-        if value is not None and role is not None:
-            seen.setdefault(role.value, Counter())[value] += 1
-    return {role: values.most_common(1)[0][0] for role, values in seen.items()}
+    return role_label_values(snapshot, policy)

@@ -1,0 +1,407 @@
+"""The maintenance guard: planned disruptions of Redis pods wait for a handover, never take a
+shard's last serving member, and the spread is restored as soon as the pods are back.
+
+Three jobs, kept apart as controller-runtime keeps watching, deciding and acting apart:
+
+- ``admit`` answers the admission webhook for an eviction or a delete of a managed pod, from a
+  reading at most a second old: let it through, or refuse it with HTTP 429 (``kubectl drain``,
+  the autoscalers and the StatefulSet controller retry) while a handover is due or another
+  member of the shard is not serving. A pod held longer than ``max_hold_s`` is let through with a
+  warning and an Event: a drain never hangs on the guard. Any replica answers; it records the
+  handover it wants on the pod (``redis-placer.io/handover-requested``) for the leader.
+- ``step`` (the leader only) acts: hands over the masters that are asked for or that sit on
+  cordoned or disruption-tainted nodes, one shard at a time, relabels roles Redis contradicts,
+  and, when nothing is going and every member serves, makes the failovers that restore the
+  spread (a rebalance solve with moves off).
+- the reading (placer.maintenance.reading) and the decisions (solver.handover) are the others'.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from models.cluster import Member, Role
+from models.maintenance import going_reason
+from models.policy import Policy
+from placer.maintenance.reading import GuardView, masters_on, read_guard_view
+from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
+from solver.handover import Disruption, judge_disruption
+
+log = logging.getLogger(__name__)
+
+HANDOVER_ANNOTATION = "redis-placer.io/handover-requested"
+COMPONENT = "redis-placer-guard"
+DEFAULT_MAX_HOLD_S = 120.0
+DEFAULT_REFRESH_S = 2.0
+ADMIT_MAX_AGE_S = 1.0
+RESTORE_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The webhook's answer for one eviction or delete."""
+
+    allowed: bool
+    message: str = ""
+    code: int = 200
+    warnings: tuple[str, ...] = ()
+
+
+Failover = Callable[..., FailoverResult]
+Reader = Callable[..., GuardView]
+
+
+class Guard:
+    """Shared by the webhook's threads and the acting loop; every field behind one lock."""
+
+    def __init__(
+        self,
+        adapter: Any,
+        policy: Policy,
+        *,
+        port: int,
+        metrics: Any = None,
+        max_hold_s: float = DEFAULT_MAX_HOLD_S,
+        refresh_s: float = DEFAULT_REFRESH_S,
+        failover_timeout_s: float = 30.0,
+        restore: bool = True,
+        read: Reader = read_guard_view,
+        failover: Failover = failover_to,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.adapter = adapter
+        self.policy = policy
+        self.port = port
+        self.metrics = metrics
+        self.max_hold_s = max_hold_s
+        self.refresh_s = refresh_s
+        self.failover_timeout_s = failover_timeout_s
+        self.restore = restore
+        self._read = read
+        self._failover = failover
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading = threading.Lock()
+        self._view: GuardView | None = None
+        self._held: dict[str, float] = {}
+        self._wanted: set[str] = set()
+        self._told: dict[tuple[str, str], float] = {}
+        self._last_restore = -RESTORE_EVERY_S
+        self.wake = threading.Event()
+        self.last_error = ""
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def refresh(self) -> GuardView | None:
+        """Read the cluster and Redis now; None (and ``last_error``) when the API cannot be read."""
+        try:
+            view = self._read(self.adapter, self.policy, port=self.port)
+        except Exception as exc:  # the API server is away: keep the last view, say why
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("guard: cannot read the cluster: %s", self.last_error)
+            return None
+        with self._lock:
+            self._view = view
+            self.last_error = ""
+        for problem in view.problems:
+            log.info("guard: %s", problem)
+        return view
+
+    def current(self, max_age: float = ADMIT_MAX_AGE_S) -> GuardView | None:
+        """A view no older than ``max_age``; concurrent callers share one reading."""
+        view = self._view
+        if view is not None and self._clock() - view.read_at <= max_age:
+            return view
+        with self._reading:
+            view = self._view
+            if view is not None and self._clock() - view.read_at <= max_age:
+                return view
+            return self.refresh()
+
+    # -- deciding (the webhook) ----------------------------------------------------------------
+
+    def _count(self, decision: str) -> None:
+        if self.metrics is not None:
+            self.metrics.guard_admissions.labels(decision=decision).inc()
+
+    def admit(self, namespace: str, name: str, *, dry_run: bool = False) -> Admission:
+        """Whether an eviction or delete of ``namespace/name`` may go ahead now."""
+        key = f"{namespace}/{name}"
+        view = self.current()
+        if view is None:
+            return Admission(
+                True,
+                warnings=("redis-placer guard cannot read the cluster: let through unchecked",),
+            )
+        member = next((m for m in view.snapshot.members if m.key == key), None)
+        if member is None or key in view.deleting:
+            return Admission(True)
+        going = view.going_pods() | {key}
+        decision = judge_disruption(view.snapshot, self.policy, key, view.health, going)
+        now = self._clock()
+        if decision.kind == "allow":
+            with self._lock:
+                self._held.pop(key, None)
+            self._count("allow")
+            return Admission(True, message=decision.reason)
+        with self._lock:
+            first = self._held.setdefault(key, now)
+        held = now - first
+        if held >= self.max_hold_s:
+            with self._lock:
+                self._held.pop(key, None)
+            self._count("released")
+            text = (
+                f"redis-placer: held {held:.0f}s, its longest hold ({self.max_hold_s:g}s): let "
+                f"through although {decision.reason}"
+            )
+            self._event(view, key, "HoldReleased", text, "Warning")
+            return Admission(True, warnings=(text,))
+        if decision.kind == "handover" and not dry_run:
+            self._want(view, key)
+        self._count(decision.kind)
+        return Admission(
+            False,
+            code=429,
+            message=(
+                f"redis-placer: {decision.reason}; retry (held {held:.0f}s, let through after "
+                f"{self.max_hold_s:g}s at most)"
+            ),
+        )
+
+    def _want(self, view: GuardView, key: str) -> None:
+        """Record the handover on the pod for whichever replica leads, and wake this one's loop."""
+        with self._lock:
+            fresh = key not in self._wanted
+            self._wanted.add(key)
+        annotations = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
+        if fresh and HANDOVER_ANNOTATION not in annotations:
+            namespace, name = key.split("/", 1)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            try:
+                self.adapter.annotate_pod(namespace, name, {HANDOVER_ANNOTATION: stamp})
+            except Exception as exc:  # the leader still sees it when this replica leads
+                log.warning("guard: cannot annotate %s: %s", key, exc)
+        self.wake.set()
+
+    # -- acting (the leader) -------------------------------------------------------------------
+
+    def run(self, stop: threading.Event, leading: Callable[[], bool]) -> None:
+        """Read every ``refresh_s`` (or at once when the webhook asks); act while leading."""
+        while not stop.is_set():
+            try:
+                self.step(leading())
+            except Exception:  # one bad step never ends the guard
+                log.exception("guard step failed")
+            self.wake.wait(self.refresh_s)
+            self.wake.clear()
+
+    def step(self, leading: bool) -> list[str]:
+        """One round; returns what it did, one line each (for logs and tests)."""
+        view = self.refresh()
+        if view is None:
+            return []
+        self._publish(view)
+        if not leading:
+            return []
+        done = self._relabel(view)
+        due = self._due(view)
+        for key in due:
+            view = self.current(0.0) or view
+            decision = judge_disruption(
+                view.snapshot, self.policy, key, view.health, view.going_pods() | {key}
+            )
+            if decision.kind == "handover":
+                done.append(self._hand_over(view, decision, "maintenance"))
+            elif decision.kind == "wait":
+                self._event(view, key, "HandoverWaiting", decision.reason, "Warning")
+                done.append(f"wait {key}: {decision.reason}")
+            else:
+                self._forget(view, key)
+        if not due and self.restore and self._clock() - self._last_restore >= RESTORE_EVERY_S:
+            done.extend(self._restore(view))
+        return done
+
+    def _due(self, view: GuardView) -> list[str]:
+        """Masters to hand over: asked for by a refused eviction or delete (here or on the pod),
+        or on a node that is cordoned or tainted for disruption; one shard's at a time first."""
+        with self._lock:
+            wanted = set(self._wanted)
+        for key, obj in view.pods.items():
+            if HANDOVER_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
+                wanted.add(key)
+        masters = {m.key for m in view.snapshot.members if m.role == Role.MASTER}
+        due = sorted((wanted & masters) - view.deleting)
+        due += [k for k in masters_on(view, view.going_nodes) if k not in due]
+        for key in sorted(wanted - masters):
+            self._forget(view, key)
+        return due
+
+    def _forget(self, view: GuardView, key: str) -> None:
+        with self._lock:
+            self._wanted.discard(key)
+        annotations = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
+        if HANDOVER_ANNOTATION in annotations:
+            namespace, name = key.split("/", 1)
+            try:
+                self.adapter.annotate_pod(namespace, name, {HANDOVER_ANNOTATION: None})
+            except Exception as exc:
+                log.warning("guard: cannot clear the annotation of %s: %s", key, exc)
+
+    def _member(self, view: GuardView, key: str) -> Member:
+        return next(m for m in view.snapshot.members if m.key == key)
+
+    def _hand_over(self, view: GuardView, decision: Disruption, why: str) -> str:
+        assert decision.successor is not None
+        master = self._member(view, decision.pod)
+        successor = self._member(view, decision.successor.pod)
+        outcome = self.fail_over(view, master, successor, why)
+        if outcome.startswith("handed"):
+            self._forget(view, master.key)
+        return outcome
+
+    def fail_over(self, view: GuardView, master: Member, successor: Member, why: str) -> str:
+        """``CLUSTER FAILOVER`` on ``successor``, then the role labels follow and an Event says
+        so on both pods."""
+        dial = view.dial
+        target: RedisEndpoint | None = dial(successor) if dial is not None else None
+        old: RedisEndpoint | None = dial(master) if dial is not None else None
+        if target is None:
+            return (
+                f"failed {master.key}: {successor.key} cannot be reached (no pod IP or credentials)"
+            )
+        began = self._clock()
+        try:
+            self._failover(target, self.failover_timeout_s, old_master_endpoint=old)
+        except RedisOpsError as exc:
+            self._tally(why, "failed")
+            text = f"handing shard {master.shard_key} over to {successor.key} failed: {exc}"
+            self._event(view, master.key, "HandoverFailed", text, "Warning")
+            return f"failed {master.key}: {exc}"
+        seconds = self._clock() - began
+        with self._lock:
+            self._view = None  # roles changed: the next answer reads them again
+        self._tally(why, "ok")
+        self._relabel_pair(view, master, successor)
+        node = view.snapshot.node_by_name.get(master.pod.node_name or "")
+        because = going_reason(node) if node is not None and why == "maintenance" else why
+        text = (
+            f"master role of shard {master.shard_key} handed to {successor.key} in "
+            f"{seconds:.1f}s ({because})"
+        )
+        self._event(view, master.key, "HandedOver", text, "Normal")
+        self._event(view, successor.key, "TookOver", text, "Normal")
+        log.info("guard: %s", text)
+        self.wake.set()
+        return f"handed {master.key} -> {successor.key}"
+
+    def _tally(self, why: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.handovers.labels(why=why, outcome=outcome).inc()
+
+    def _role_values(self, view: GuardView) -> Mapping[str, str]:
+        from models.identity.role_labels import role_label_values
+
+        return role_label_values(view.snapshot, self.policy)
+
+    def _label(self, key: str, role: str, values: Mapping[str, str]) -> None:
+        namespace, name = key.split("/", 1)
+        result = self.adapter.patch_pod_labels(
+            namespace, name, {self.policy.labels.role: values.get(role, role)}
+        )
+        if not result.ok:
+            log.warning("guard: relabel %s: %s", key, result.message)
+
+    def _relabel_pair(self, view: GuardView, master: Member, successor: Member) -> None:
+        values = self._role_values(view)
+        self._label(successor.key, Role.MASTER.value, values)
+        self._label(master.key, Role.REPLICA.value, values)
+
+    def _relabel(self, view: GuardView) -> list[str]:
+        """Role labels follow Redis within a reading of a failover."""
+        if not view.mismatches:
+            return []
+        values = self._role_values(view)
+        done = []
+        for mismatch in view.mismatches:
+            self._label(mismatch.pod, mismatch.redis, values)
+            done.append(f"relabel {mismatch.pod}: {mismatch.redis}")
+        return done
+
+    def _restore(self, view: GuardView) -> list[str]:
+        """With nothing going and every member serving: the failovers a rebalance would make
+        (no moves), each under the same safety rules."""
+        self._last_restore = self._clock()
+        members = [m for m in view.snapshot.members if not m.pod.pending]
+        if view.going_nodes and any(m.pod.node_name in view.going_nodes for m in members):
+            return []
+        if view.deleting or any(
+            not (h := view.health.get(m.key)) or not (h.ready and h.in_sync) for m in members
+        ):
+            return []
+        from solver.changes import change_list
+        from solver.check import audit
+        from solver.repair import Caps
+        from solver.solve import SolveOptions, solve
+
+        if not audit(view.snapshot, self.policy):
+            return []
+        plan = solve(
+            view.snapshot,
+            self.policy,
+            "rebalance",
+            SolveOptions(
+                deadline=time.monotonic() + 5.0,
+                caps=Caps(max_moves=0, max_failovers=None),
+                explain=False,
+                search=False,
+            ),
+        )
+        done = []
+        for change in change_list(plan, view.snapshot):
+            if change["kind"] != "failover":
+                continue
+            view = self.current(0.0) or view
+            master = self._member(view, change["from"])
+            successor = self._member(view, change["to"])
+            if master.role != Role.MASTER:
+                continue  # Redis moved on since the solve
+            done.append(self.fail_over(view, master, successor, "restore"))
+        return done
+
+    # -- telling -------------------------------------------------------------------------------
+
+    def _event(self, view: GuardView, key: str, reason: str, message: str, kind: str) -> None:
+        """An Event on the pod, the same one at most once a minute."""
+        now = self._clock()
+        with self._lock:
+            last = self._told.get((key, reason + message))
+            if last is not None and now - last < 60.0:
+                return
+            self._told[(key, reason + message)] = now
+        obj = view.pods.get(key)
+        if obj is None:
+            return
+        try:
+            self.adapter.record_event(obj, reason, message, kind, component=COMPONENT)
+        except Exception as exc:
+            log.warning("guard: event on %s: %s", key, exc)
+
+    def _publish(self, view: GuardView) -> None:
+        """The survival gauges, from the checker's verdicts on the running placement."""
+        if self.metrics is None:
+            return
+        from solver.check import keep_plan
+        from solver.survival import survival_verdicts
+
+        for verdict in survival_verdicts(view.snapshot, self.policy, keep_plan(view.snapshot)):
+            broken = verdict.judged and not verdict.survived
+            self.metrics.survival_broken.labels(level=verdict.level).set(1 if broken else 0)
+
+
+__all__ = ["HANDOVER_ANNOTATION", "Admission", "Guard"]

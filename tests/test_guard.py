@@ -1,0 +1,228 @@
+"""The maintenance guard against a real Redis Cluster (3 masters, 3 replicas on loopback) behind
+an in-memory API server: an eviction of a master is refused until its role is handed over,
+a cordoned node's masters are handed over by the leader, nothing waits forever, and the webhook
+answers AdmissionReviews over real TLS."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from models.policy import Policy
+from placer.kube.fake import FakeKubeAdapter
+from placer.maintenance.guard import HANDOVER_ANNOTATION, Admission, Guard
+from placer.maintenance.webhook import WebhookServer, review
+from placer.metrics import Metrics
+from tests.kube_dicts import node, redis_pod
+from tests.tls_material import make_authority, write_leaf
+
+if TYPE_CHECKING:
+    from tests.redis_harness import RedisClusterHarness
+
+pytest_plugins = ["tests.redis_harness"]
+
+ZONES = ("a", "b", "c")
+
+
+def _cluster(h: RedisClusterHarness) -> tuple[FakeKubeAdapter, dict[str, str]]:
+    """Each master in its own zone, its replica in the next zone: pods ``s<shard>-m`` and
+    ``s<shard>-r``. Returns the adapter and pod name -> server IP."""
+    layout = h.layout()
+    nodes = [node(f"{z}{i}", f"zone-{z}", f"zone-{z}-r{i}", pods=10) for z in ZONES for i in (0, 1)]
+    pods = []
+    ip_of: dict[str, str] = {}
+    for shard, (master, replica) in enumerate(sorted(layout.items())):
+        for suffix, ip, role, where in (
+            ("m", master, "master", f"{ZONES[shard]}0"),
+            ("r", replica, "replica", f"{ZONES[(shard + 1) % 3]}1"),
+        ):
+            name = f"s{shard}-{suffix}"
+            obj = redis_pod(name, "cache", shard, role, node=where)
+            obj["metadata"]["uid"] = f"uid-{name}"
+            obj["status"]["podIP"] = ip
+            obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            pods.append(obj)
+            ip_of[name] = ip
+    return FakeKubeAdapter(nodes=nodes, pods=pods), ip_of
+
+
+def _role(h: RedisClusterHarness, ip: str) -> str:
+    return str(h.info_replication(ip)["role"])
+
+
+def _guard(h: RedisClusterHarness, adapter: FakeKubeAdapter, **kw: Any) -> Guard:
+    return Guard(adapter, Policy(), port=h.port, metrics=Metrics(), restore=False, **kw)
+
+
+def test_an_eviction_of_a_master_waits_for_the_handover(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    guard = _guard(h, adapter)
+    first = guard.admit("default", "s0-m")
+    assert not first.allowed and first.code == 429
+    assert "hand over to default/s0-r" in first.message
+    pod = adapter.pods[("default", "s0-m")]
+    assert HANDOVER_ANNOTATION in pod["metadata"].get("annotations", {})
+    done = guard.step(leading=True)
+    assert "handed default/s0-m -> default/s0-r" in done
+    assert _role(h, ip["s0-r"]) == "master" and _role(h, ip["s0-m"]) == "slave"
+    labels = {n: adapter.pods[("default", n)]["metadata"]["labels"]["redis-role"] for n in ip}
+    assert labels["s0-r"] == "master" and labels["s0-m"] == "replica"
+    assert HANDOVER_ANNOTATION not in adapter.pods[("default", "s0-m")]["metadata"].get(
+        "annotations", {}
+    )
+    h.wait_healthy()
+    assert guard.admit("default", "s0-m").allowed  # a replica now; its new master serves
+    reasons = [e["reason"] for e in adapter.events]
+    assert "HandedOver" in reasons and "TookOver" in reasons
+
+
+def test_a_standby_asks_and_acts_on_nothing(redis_cluster: RedisClusterHarness) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    guard = _guard(h, adapter)
+    assert not guard.admit("default", "s1-m").allowed
+    assert guard.step(leading=False) == []
+    assert _role(h, ip["s1-m"]) == "master"
+    # the leader (another replica: a fresh guard) finds the request on the pod
+    leader = _guard(h, adapter)
+    assert "handed default/s1-m -> default/s1-r" in leader.step(leading=True)
+
+
+def test_a_replica_goes_while_its_master_serves(redis_cluster: RedisClusterHarness) -> None:
+    adapter, _ = _cluster(redis_cluster)
+    answer = _guard(redis_cluster, adapter).admit("default", "s2-r")
+    assert answer.allowed
+
+
+def test_no_replica_in_sync_holds_the_master_and_lets_the_replica_go(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    h.cut_replication_link(ip["s1-r"])
+    guard = _guard(h, adapter)
+    held = guard.admit("default", "s1-m")
+    assert not held.allowed and "default/s1-r is not in sync with its master" in held.message
+    assert guard.admit("default", "s1-r").allowed  # its master serves
+    assert not any(line.startswith("handed") for line in guard.step(leading=True))
+    assert _role(h, ip["s1-m"]) == "master"  # nothing was handed to a replica behind
+
+
+def test_a_hold_ends_after_its_bound(redis_cluster: RedisClusterHarness) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    h.cut_replication_link(ip["s0-r"])
+    now = [1000.0]
+    guard = _guard(h, adapter, max_hold_s=30.0, clock=lambda: now[0])
+    assert not guard.admit("default", "s0-m").allowed
+    now[0] += 31.0
+    released = guard.admit("default", "s0-m")
+    assert released.allowed
+    assert released.warnings and "let through although" in released.warnings[0]
+    assert any(e["reason"] == "HoldReleased" for e in adapter.events)
+    value = guard.metrics.guard_admissions.labels(decision="released")._value.get()
+    assert value == 1
+
+
+def test_the_leader_hands_over_the_masters_of_a_cordoned_node(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    adapter.cordon_node("b0")  # holds s1-m
+    guard = _guard(h, adapter)
+    done = guard.step(leading=True)
+    assert "handed default/s1-m -> default/s1-r" in done
+    assert _role(h, ip["s1-r"]) == "master"
+    h.wait_healthy()
+    assert all(not line.startswith("handed") for line in guard.step(leading=True))
+
+
+def test_the_spread_is_restored_once_the_node_is_back(redis_cluster: RedisClusterHarness) -> None:
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    adapter.cordon_node("a0")  # s0's master; its replica is in zone b, beside s1's master
+    guard = Guard(adapter, policy, port=h.port, restore=True)
+    assert "handed default/s0-m -> default/s0-r" in guard.step(leading=True)
+    h.wait_healthy()
+    adapter.nodes["a0"]["spec"]["unschedulable"] = False
+    guard._last_restore = -1e9
+    done = guard.step(leading=True)
+    assert "handed default/s0-r -> default/s0-m" in done, done
+    assert _role(h, ip["s0-m"]) == "master"
+
+
+# -- the webhook -------------------------------------------------------------------------------
+
+
+def _request(kind: str, name: str = "s0-m", **extra: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {"uid": "u-1", "namespace": "default", "name": name, **extra}
+    if kind == "evict":
+        request |= {
+            "resource": {"resource": "pods"},
+            "subResource": "eviction",
+            "operation": "CREATE",
+        }
+    elif kind == "delete":
+        request |= {"resource": {"resource": "pods"}, "operation": "DELETE"}
+    else:
+        request |= {"resource": {"resource": "pods"}, "operation": "UPDATE"}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def test_review_asks_the_guard_about_evictions_and_deletes_only() -> None:
+    asked: list[tuple[str, str, bool]] = []
+
+    def admit(namespace: str, name: str, *, dry_run: bool = False) -> Admission:
+        asked.append((namespace, name, dry_run))
+        return Admission(False, "hold on", 429)
+
+    refused = review(_request("evict"), admit)["response"]
+    assert refused == {
+        "uid": "u-1",
+        "allowed": False,
+        "status": {"code": 429, "reason": "TooManyRequests", "message": "hold on"},
+    }
+    assert not review(_request("delete", dryRun=True), admit)["response"]["allowed"]
+    assert review(_request("update"), admit)["response"]["allowed"]
+    assert asked == [("default", "s0-m", False), ("default", "s0-m", True)]
+
+
+def test_review_lets_through_when_the_guard_fails() -> None:
+    def admit(namespace: str, name: str, *, dry_run: bool = False) -> Admission:
+        raise RuntimeError("boom")
+
+    answer = review(_request("evict"), admit)["response"]
+    assert answer["allowed"] and "boom" in answer["warnings"][0]
+
+
+def test_the_webhook_answers_over_tls(tmp_path: Path) -> None:
+    ca = make_authority("guard-ca")
+    leaf = write_leaf(tmp_path, ca, "guard", dns=["redis-placer-webhook.redis-placer.svc"])
+
+    def admit(namespace: str, name: str, *, dry_run: bool = False) -> Admission:
+        return Admission(name != "s0-m", "handing over", 429)
+
+    server = WebhookServer(
+        admit, cert_file=str(leaf.cert), key_file=str(leaf.key), port=0, host="127.0.0.1"
+    )
+    context = ssl.create_default_context(cadata=leaf.ca_cert.read_text())
+    context.check_hostname = False  # the name is the Service's; the chain is what is checked
+    with server:
+        for name, allowed in (("s0-m", False), ("s0-r", True)):
+            body = json.dumps(_request("evict", name)).encode()
+            req = urllib.request.Request(
+                f"https://127.0.0.1:{server.port}/validate",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, context=context, timeout=10) as resp:
+                answer = json.loads(resp.read())
+            assert answer["response"]["allowed"] is allowed
