@@ -1,9 +1,11 @@
 """``redis-placer binder``: the Permit-gate binder as a long-running process."""
 
+import contextlib
 import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -132,6 +134,36 @@ from placer.metrics import Metrics, MetricsServer
     help="Gate mode: how many pins kube-scheduler binds a second (its --kube-api-qps): the "
     "next batch is pinned before those it holds run out, and the first shards go at once.",
 )
+@click.option(
+    "--guard/--no-guard",
+    default=False,
+    show_default=True,
+    help="Run the maintenance guard: an admission webhook that holds evictions and deletes of "
+    "Redis pods while a master hands its role over or its shard has no other serving member "
+    "(let through after --max-hold-seconds), and on the leader the handovers themselves; "
+    "needs deploy/components/guard.",
+)
+@click.option(
+    "--webhook-port",
+    type=click.IntRange(1, 65535),
+    default=9443,
+    show_default=True,
+    help="With --guard: the HTTPS port of the admission webhook.",
+)
+@click.option(
+    "--max-hold-seconds",
+    type=click.FloatRange(min=1.0),
+    default=120.0,
+    show_default=True,
+    help="With --guard: the longest an eviction or delete is held; then it is let through "
+    "with a warning and an Event, whatever Redis says.",
+)
+@click.option(
+    "--redis-port",
+    type=int,
+    default=None,
+    help="With --guard: Redis port of the pods (default: policy redis.port, 6379).",
+)
 def command(
     enforce: str,
     policy_path: str | None,
@@ -152,6 +184,10 @@ def command(
     manage_pdbs: bool,
     recreate_refused: bool,
     scheduler_qps: float,
+    guard: bool,
+    webhook_port: int,
+    max_hold_seconds: float,
+    redis_port: int | None,
 ) -> None:
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import process_identity
@@ -192,6 +228,12 @@ def command(
         scheduler_qps=scheduler_qps,
     )
     binder = Binder(adapter, policy, config, metrics)
+    guard_settings = {
+        "webhook_port": webhook_port,
+        "namespace": lease_namespace,
+        "max_hold_s": max_hold_seconds,
+        "redis_port": redis_port,
+    }
     stop = threading.Event()
 
     def on_signal(*_: Any) -> None:
@@ -234,7 +276,10 @@ def command(
             daemon=True,
         )
         lease.start()
-        with MetricsServer(metrics, port=metrics_port) as server:
+        with (
+            MetricsServer(metrics, port=metrics_port) as server,
+            _guarded(guard, adapter, policy, metrics, stop, leading.is_set, **guard_settings),
+        ):
             server.set_ready(True)
             binder.run(stop, leading=leading.is_set)
         lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
@@ -248,7 +293,31 @@ def command(
     on_demand = LeaseOnDemand(elector)
     lease = threading.Thread(target=on_demand.run, args=(stop,), name="lease", daemon=True)
     lease.start()
-    with MetricsServer(metrics, port=metrics_port) as server:
+    with (
+        MetricsServer(metrics, port=metrics_port) as server,
+        # without leader election there is no standby: this guard acts
+        _guarded(guard, adapter, policy, metrics, stop, lambda: True, **guard_settings),
+    ):
         server.set_ready(True)
         binder.run(stop, leading=lambda: on_demand.held, want_lease=on_demand.want)
     lease.join(timeout=5)
+
+
+@contextlib.contextmanager
+def _guarded(
+    on: bool,
+    adapter: Any,
+    policy: Any,
+    metrics: Metrics,
+    stop: threading.Event,
+    leading: Callable[[], bool],
+    **settings: Any,
+) -> Iterator[None]:
+    """The maintenance guard beside the binder, with ``--guard``."""
+    if not on:
+        yield
+        return
+    from placer.maintenance.serve import GuardSettings, running_guard
+
+    with running_guard(adapter, policy, metrics, GuardSettings(**settings), stop, leading):
+        yield

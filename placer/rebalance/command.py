@@ -209,6 +209,7 @@ def command(
         after_rows = with_reasons(snapshot, plan, after, whole, (max_moves, max_failovers))
     skipped = input_issues(snapshot)
     warnings = master_quorum_warnings(snapshot, policy)
+    broken = _survival_left(snapshot, policy, changes, max_moves, max_failovers, deadline)
     result: dict[str, Any] = {
         "apply": apply_,
         "roles": roles_document("redis" if reading else "labels", reading, roles_note),
@@ -225,6 +226,7 @@ def command(
         "violationsAfterPlan": after_rows,
         "skipped": [s.model_dump(by_alias=True) for s in skipped],
         "warnings": warnings,
+        "survivalBroken": broken,
     }
     remaining_hard = [v for v in after if v.severity == "hard"]
     label_fixes = list(reading.mismatches) if reading and relabel else []
@@ -262,7 +264,7 @@ def command(
     if apply_ and adapter is not None:
         record_run(adapter, run_summary(result, remaining_hard), run_failed(result))
     if pushgateway:
-        push_gauges(pushgateway, before, remaining_hard)
+        push_gauges(pushgateway, before, remaining_hard, broken)
     if output == "table":
         print_table(
             result, reading, before, changes, remaining_hard, skipped, (max_moves, max_failovers)
@@ -279,9 +281,91 @@ def command(
         click.echo(picture)
     else:
         click.echo(render.document(result, output))
+    if broken and adapter is not None and apply_:
+        from placer.rebalance.events import record_survival
+
+        record_survival(adapter, broken)
     code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
     notes = [*warnings, roles_note] if roles_note else warnings
     finish([*skipped, *reading_warnings(reading)], notes, code)
+
+
+LEVEL_ORDER = ("zone", "rack", "host")
+
+
+def _survival_left(
+    snapshot: Snapshot,
+    policy: Any,
+    changes: list[Any],
+    max_moves: int,
+    max_failovers: int | None,
+    deadline: float,
+) -> list[dict[str, Any]]:
+    """With no change planned: each level whose one-domain loss would still take a shard or a
+    master majority, and what would mend it (the moves a plan with moves allowed makes, and the
+    flag that allows them). Empty when the placement survives, or changes are planned."""
+    if changes:
+        return []
+    from solver.changes import change_list
+    from solver.check import keep_plan
+    from solver.repair import Caps
+    from solver.solve import SolveOptions, solve
+    from solver.survival import survival_verdicts
+
+    verdicts = survival_verdicts(snapshot, policy, keep_plan(snapshot))
+    broken = [v for v in verdicts if v.judged and not v.survived]
+    if not broken:
+        return []
+    mends: dict[str, str] = {}
+    if max_moves == 0:
+        # What moves would mend each level, were its survival a hard rule: the solver then
+        # counts the fewest moves that keep every shard and majority through that loss.
+        for v in sorted(broken, key=lambda v: LEVEL_ORDER.index(v.level)):
+            if v.cannot_survive:
+                continue
+            left = max(2.0, deadline - time.monotonic())  # a short look even past the limit
+            rules = policy.rules.model_copy(update={"survive": v.level})
+            strict = policy.model_copy(update={"rules": rules})
+            plan = solve(
+                snapshot,
+                strict,
+                "rebalance",
+                SolveOptions(time_limit=left, caps=Caps(None, max_failovers), explain=False),
+            )
+            moves = [c for c in change_list(plan, snapshot) if c["kind"] == "move"]
+            survived = {x.level for x in survival_verdicts(snapshot, strict, plan) if x.survived}
+            if moves and v.level in survived:
+                hard = "" if policy.rules.survive == v.level else f" and rules.survive: {v.level}"
+                mends[v.level] = (
+                    f"{len(moves)} move(s) would mend it; moves are off (--max-moves 0): allow "
+                    f"them with --max-moves {len(moves)}{hard}"
+                )
+    rows = []
+    for v in broken:
+        takes = [
+            f"losing {v.level} {t.domain} takes "
+            + (
+                f"{t.cluster}'s master majority"
+                if t.majority_lost
+                else f"{t.cluster} shard(s) " + ", ".join(t.shards_lost)
+            )
+            for t in v.takes
+        ] or list(v.lost_already)
+        rows.append(
+            {
+                "level": v.level,
+                "severity": v.severity,
+                "takes": takes,
+                "cannotSurvive": v.cannot_survive,
+                "mend": mends.get(v.level)
+                or (
+                    "; ".join(v.cannot_survive)
+                    if v.cannot_survive
+                    else "no change within the rules mends it in this run"
+                ),
+            }
+        )
+    return rows
 
 
 def _report_reserve(snapshot: Snapshot) -> float:

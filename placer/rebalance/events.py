@@ -67,6 +67,23 @@ def record_run(adapter: Any, summary: str, failed: bool) -> bool:
     return _record(adapter, obj, reason, summary, "Warning" if failed else "Normal")
 
 
+def record_survival(adapter: Any, broken: Sequence[Mapping[str, Any]]) -> bool:
+    """A Warning on the run's own pod for each level whose one-domain loss would take something,
+    with what would mend it: an alert can match the reason."""
+    name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return False
+    obj = {"metadata": {"namespace": namespace, "name": name}}
+    ok = True
+    for row in broken:
+        message = (
+            f"losing one {row['level']} would take something: {'; '.join(row['takes'][:3])}; "
+            f"to mend: {row['mend']}"
+        )
+        ok = _record(adapter, obj, "SurvivalBroken", message, "Warning") and ok
+    return ok
+
+
 def _record(adapter: Any, obj: Mapping[str, Any], reason: str, message: str, kind: str) -> bool:
     try:
         return bool(adapter.record_event(obj, reason, message, kind, component=COMPONENT))

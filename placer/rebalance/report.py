@@ -4,6 +4,7 @@ gauges a Pushgateway gets."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -90,7 +91,14 @@ def print_table(
             f", --max-failovers {max_failovers}" if max_failovers is not None else ""
         )
         click.echo(f"{_count(len(left_out), 'planned change')} left for later runs ({limits})")
-    if not changes and not remaining_hard:
+    broken = result.get("survivalBroken") or []
+    for row in broken:
+        click.echo(
+            f"survival broken: losing one {row['level']} would take something "
+            f"({row['severity']}): {'; '.join(row['takes'][:3])}"
+        )
+        click.echo(f"  to mend: {row['mend']}")
+    if not changes and not remaining_hard and not broken:
         click.echo("no changes needed")
     elif remaining_hard:
         where = " in the cluster" if "actions" in result else ""
@@ -123,7 +131,12 @@ def _count(n: int, thing: str) -> str:
     return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
-def push_gauges(url: str, before: list[Any], remaining: list[Any]) -> None:
+def push_gauges(
+    url: str,
+    before: list[Any],
+    remaining: list[Any],
+    broken: Sequence[Mapping[str, Any]] = (),
+) -> None:
     from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
     registry = CollectorRegistry()
@@ -140,4 +153,12 @@ def push_gauges(url: str, before: list[Any], remaining: list[Any]) -> None:
         "Hard violations left",
         registry=registry,
     ).set(len(remaining))
+    survival = Gauge(
+        "redis_placer_survival_broken",
+        "1 while losing one domain at this level would take a shard or a master majority",
+        ["level"],
+        registry=registry,
+    )
+    for level in ("host", "rack", "zone"):
+        survival.labels(level).set(1 if any(b["level"] == level for b in broken) else 0)
     push_to_gateway(url, job="redis-placer-rebalance", registry=registry)

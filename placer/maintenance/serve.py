@@ -1,0 +1,75 @@
+"""The guard inside the binder's process (``binder --guard``): its webhook server on every
+replica, its acting loop on the leader."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.policy import Policy
+from placer.maintenance.guard import DEFAULT_MAX_HOLD_S, Guard
+from placer.maintenance.webhook import WebhookServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    webhook_port: int = 9443
+    namespace: str = "redis-placer"
+    service: str = "redis-placer-webhook"
+    webhook: str = "redis-placer-guard"
+    secret: str = "redis-placer-webhook-tls"
+    max_hold_s: float = DEFAULT_MAX_HOLD_S
+    redis_port: int | None = None
+
+
+@contextmanager
+def running_guard(
+    adapter: Any,
+    policy: Policy,
+    metrics: Any,
+    settings: GuardSettings,
+    stop: threading.Event,
+    leading: Callable[[], bool],
+) -> Iterator[Guard]:
+    """Serving material from the guard's Secret (made on first start), the webhook, the loop."""
+    from placer.maintenance.certs import ensure_serving_material
+
+    material = ensure_serving_material(
+        adapter,
+        namespace=settings.namespace,
+        secret_name=settings.secret,
+        service_name=settings.service,
+        webhook_name=settings.webhook,
+        directory=Path(tempfile.mkdtemp(prefix="redis-placer-guard-")),
+    )
+    guard = Guard(
+        adapter,
+        policy,
+        port=settings.redis_port or policy.redis.port,
+        metrics=metrics,
+        max_hold_s=settings.max_hold_s,
+    )
+    loop = threading.Thread(target=guard.run, args=(stop, leading), name="guard", daemon=True)
+    with WebhookServer(
+        guard.admit,
+        cert_file=str(material.cert_file),
+        key_file=str(material.key_file),
+        port=settings.webhook_port,
+    ):
+        log.info(
+            "guard: webhook on :%d, holds at most %gs", settings.webhook_port, settings.max_hold_s
+        )
+        loop.start()
+        try:
+            yield guard
+        finally:
+            guard.wake.set()
+            loop.join(timeout=5)
