@@ -400,6 +400,14 @@ class Grants:
     cluster: set[Permission] = field(default_factory=set)
     own: set[Permission] = field(default_factory=set)
     redis: dict[str, set[Permission]] = field(default_factory=dict)
+    named: dict[Permission, set[str]] = field(default_factory=dict)
+    """The grants held to objects of some names only (resourceNames), with those names."""
+    unnamed: set[Permission] = field(default_factory=set)
+    """The grants of any object, wherever they hold."""
+
+
+# The cluster-scoped objects a ClusterRole may name (resourceNames): the install's own.
+NAMED_CLUSTER_RESOURCES = {"validatingwebhookconfigurations"}
 
 
 def granted(docs: tuple[Doc, ...], account: str) -> Grants:
@@ -424,12 +432,22 @@ def granted(docs: tuple[Doc, ...], account: str) -> Grants:
         else:
             into = grants.redis.setdefault(where, set())
         for rule in role["rules"]:
-            assert "resourceNames" not in rule or into is not grants.cluster
+            names = rule.get("resourceNames")
+            assert (
+                names is None
+                or into is not grants.cluster
+                or set(rule["resources"]) <= NAMED_CLUSTER_RESOURCES
+            ), rule
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     for verb in rule["verbs"]:
                         assert "*" not in (group, resource, verb), "no wildcards in RBAC"
-                        into.add(Permission(group, resource, verb))
+                        permission = Permission(group, resource, verb)
+                        into.add(permission)
+                        if names:
+                            grants.named.setdefault(permission, set()).update(names)
+                        else:
+                            grants.unnamed.add(permission)
     return grants
 
 
@@ -573,6 +591,7 @@ def test_a_flags_component_adds_it_and_exactly_its_grants(component: str, flag: 
     have = granted(docs, account)
     need = permissions_for(component, (flag,))
     assert have.cluster == need["cluster"]
+    assert have.own == need["namespace"]
     assert all(permissions == need["redis"] for permissions in have.redis.values())
     # Without the component none of the flag's grants is there.
     plain = permissions_for(component)
@@ -589,3 +608,139 @@ def test_a_flags_component_adds_it_and_exactly_its_grants(component: str, flag: 
             kubernetes_validate.validate(doc, _schema_versions()[-1], strict=True)
         except kubernetes_validate.ValidationError as err:
             pytest.fail(f"{doc['kind']}/{doc['metadata']['name']}: {err.message}")
+
+
+# -- the maintenance guard -------------------------------------------------------------------
+
+GUARD = "redis-placer-guard"
+GUARD_SERVICE = "redis-placer-webhook"
+GUARD_SECRET = "redis-placer-webhook-tls"
+WEBHOOK_GROUP = "admissionregistration.k8s.io"
+GUARD_RULES = {
+    "evictions.guard.redis-placer.io": ("CREATE", "pods/eviction"),
+    "deletes.guard.redis-placer.io": ("DELETE", "pods"),
+}
+
+
+def with_guard() -> list[str]:
+    return sorted(c for c in CONFIGURATIONS if "--guard" in binder_args(rendered(c)))
+
+
+def test_the_guard_is_rendered_alone_and_in_every_profile() -> None:
+    assert "guard" in with_guard()
+    assert {c for c in with_guard() if c.startswith("profiles/")} == {
+        c for c in CONFIGURATIONS if c.startswith("profiles/")
+    }
+    assert "--guard" not in binder_args(main())  # deploy/ as shipped has no guard
+
+
+@pytest.mark.parametrize("config", with_guard())
+def test_the_guards_webhooks_fail_open_and_reach_the_binder(config: str) -> None:
+    docs = rendered(config)
+    configuration = one(docs, "ValidatingWebhookConfiguration", GUARD)
+    assert "namespace" not in configuration["metadata"], "cluster-scoped"
+    webhooks = {w["name"]: w for w in configuration["webhooks"]}
+    assert set(webhooks) == set(GUARD_RULES)
+    for name, (operation, resource) in GUARD_RULES.items():
+        webhook = webhooks[name]
+        assert webhook["rules"] == [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": [operation],
+                "resources": [resource],
+                "scope": "Namespaced",
+            }
+        ]
+        assert webhook["failurePolicy"] == "Ignore"  # a guard that is down never blocks
+        assert webhook["timeoutSeconds"] == 5
+        assert webhook["sideEffects"] == "NoneOnDryRun"
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert webhook["matchPolicy"] == "Equivalent"
+        assert webhook["clientConfig"] == {
+            "service": {
+                "namespace": NAMESPACE,
+                "name": GUARD_SERVICE,
+                "path": "/validate",
+                "port": 443,
+            }
+        }  # no caBundle: the binder sets it, and a re-apply leaves it
+    service = one(docs, "Service", GUARD_SERVICE)
+    assert service["metadata"]["namespace"] == NAMESPACE
+    assert service["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    template = pod_template(one(docs, "Deployment", "redis-placer-binder"))
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    (container,) = template["spec"]["containers"]
+    assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+
+
+@pytest.mark.parametrize("config", with_guard())
+def test_the_guard_is_called_only_where_the_binder_may_write_pods(config: str) -> None:
+    """Its webhooks' namespaceSelector names the namespaces of the binder's Redis grants (the
+    list of deploy/components/redis-namespaces), or is empty with the cluster-wide opt-in; in a
+    profile it is the admission policy's, copied."""
+    docs = rendered(config)
+    selectors = [
+        w["namespaceSelector"]
+        for w in one(docs, "ValidatingWebhookConfiguration", GUARD)["webhooks"]
+    ]
+    if OPT_IN_ALL in CONFIGURATIONS[config][1]:
+        assert selectors == [{}, {}]
+        return
+    namespaces = set(granted(docs, COMPONENT_ACCOUNTS["binder"]).redis)
+    for selector in selectors:
+        (expression,) = selector["matchExpressions"]
+        assert expression["key"] == "kubernetes.io/metadata.name"
+        assert expression["operator"] == "In" and set(expression["values"]) == namespaces
+    if config.startswith("profiles/"):
+        binding = one(docs, "MutatingAdmissionPolicyBinding")
+        assert selectors == [binding["spec"]["matchResources"]["namespaceSelector"]] * 2
+
+
+def test_a_profile_guards_the_namespaces_its_one_list_names(tmp_path: Path) -> None:
+    """Edit the namespaces of deploy/components/redis-namespaces, as docs/install.md says, and a
+    profile's guard follows: no second list for it."""
+    copy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, copy)
+    component = copy / "components" / "redis-namespaces"
+    kustomization = component / "kustomization.yaml"
+    assert kustomization.read_text().count("values: [redis]") == 1
+    kustomization.write_text(
+        kustomization.read_text().replace("values: [redis]", "values: [orders, payments]")
+    )
+    bindings = (component / "rolebindings.yaml").read_text()
+    (component / "rolebindings.yaml").write_text(
+        "\n---\n".join(
+            bindings.replace("namespace: redis\n", f"namespace: {n}\n")
+            for n in ("orders", "payments")
+        )
+    )
+    docs = render(str(copy / "profiles" / "bitnami"))
+    for webhook in one(docs, "ValidatingWebhookConfiguration", GUARD)["webhooks"]:
+        (expression,) = webhook["namespaceSelector"]["matchExpressions"]
+        assert expression["values"] == ["orders", "payments"]
+    assert set(granted(docs, COMPONENT_ACCOUNTS["binder"]).redis) == {"orders", "payments"}
+
+
+@pytest.mark.parametrize("config", with_guard())
+def test_the_guards_own_objects_are_granted_by_name(config: str) -> None:
+    """The webhook configuration and the serving Secret are named in their rules; creating the
+    Secret cannot be (RBAC checks a create before the object has its name), so that grant holds
+    in the binder's own namespace only."""
+    have = granted(rendered(config), COMPONENT_ACCOUNTS["binder"])
+    for verb in ("get", "patch"):
+        permission = Permission(WEBHOOK_GROUP, "validatingwebhookconfigurations", verb)
+        assert have.named[permission] == {GUARD} and permission not in have.unnamed
+    for verb in ("get", "update"):
+        permission = Permission("", "secrets", verb)
+        assert have.named[permission] == {GUARD_SECRET}
+    assert Permission("", "secrets", "update") not in have.unnamed
+    create = Permission("", "secrets", "create")
+    assert create in have.own and create not in have.cluster
+    assert not any(create in permissions for permissions in have.redis.values())
+    # secrets get without a name: only in the Redis namespaces (the Redis password), unless
+    # the cluster-wide opt-in makes every namespace one
+    if OPT_IN_ALL not in CONFIGURATIONS[config][1]:
+        assert Permission("", "secrets", "get") not in have.cluster

@@ -64,9 +64,10 @@ def gate_args(mode: str, *flags: str) -> list[str]:
     ]  # fmt: skip
 
 
-PROFILE_FLAGS = ("--manage-pdbs",)
+PROFILE_FLAGS = ("--manage-pdbs", "--guard")
 """What every profile adds to deploy/'s binder: a budget per shard, so a drain takes one member of
-a shard at a time (deploy/components/manage-pdbs)."""
+a shard at a time (deploy/components/manage-pdbs), and the maintenance guard, which hands a master
+over before its pod goes (deploy/components/guard)."""
 
 
 # -- one directory per profile ---------------------------------------------------------------
@@ -103,14 +104,17 @@ def test_profile_renders_and_validates_strictly(name: str, version: str) -> None
 def test_profile_is_the_install_plus_the_admission_policy(name: str) -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in profile(name))
     pdbs = [(d["kind"], d["metadata"]["name"]) for d in render("components/manage-pdbs")]
+    guard = [(d["kind"], d["metadata"]["name"]) for d in render("components/guard")]
+    assert ("ValidatingWebhookConfiguration", "redis-placer-guard") in guard
     expected = sorted(
         [(d["kind"], d["metadata"]["name"]) for d in main()]
         + pdbs
+        + guard
         + [(MAP, f"redis-placer-{name}"), (BINDING, f"redis-placer-{name}")]
     )
     assert kinds == expected
     for doc in profile(name):
-        if doc["kind"] in (MAP, BINDING):
+        if doc["kind"] in (MAP, BINDING, "ValidatingWebhookConfiguration"):
             assert "namespace" not in doc["metadata"], "cluster-scoped"
 
 
@@ -223,7 +227,11 @@ def test_kustomization_shows_how_to_use_bind_mode(name: str) -> None:
         "../../components/gate-mode",
         "../../components/manage-pdbs",
         "../../components/redis-namespaces",
+        "../../components/guard",
     ]
     assert "../../components/bind-mode" in text  # in a comment
+    # what the guard is and how to leave it out, beside it
+    guard_comment = text.split("  - ../../components/guard")[0].rsplit("redis-namespaces\n", 1)[1]
+    assert "maintenance guard" in guard_comment and "To leave it out" in guard_comment
     assert (directory / "../../components/bind-mode/kustomization.yaml").resolve().is_file()
     assert f"kubectl apply -k deploy/profiles/{name}" in text

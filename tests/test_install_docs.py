@@ -22,6 +22,7 @@ IMAGE = "registry.example.com/redis-placer:0.1.0"
 HEREDOC = re.compile(r"cat > my-install/kustomization\.yaml <<'END'\n(.*?)^END$", re.M | re.S)
 YAML_BLOCK = re.compile(r"^```yaml\n(# my-install/kustomization\.yaml\n.*?)^```", re.M | re.S)
 DELETED = re.compile(r"kubectl delete mutatingadmissionpolicybinding,mutatingadmissionpolicy (\S+)")
+GUARD_DELETED = re.compile(r"kubectl delete validatingwebhookconfiguration (\S+)")
 
 
 def rendered_overlay(text: str, *extra: Path) -> tuple[Doc, ...]:
@@ -84,6 +85,18 @@ def test_the_uninstall_deletes_the_admission_policy_the_profile_creates(page: Pa
     for kind in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"):
         assert one(docs, kind)["metadata"]["name"] == name
     assert f"release-gates -p deploy/profiles/{profile}/policy.yaml" in page.read_text()
+
+
+@pytest.mark.parametrize("page", [README, INSTALL], ids=lambda p: p.name)
+def test_the_uninstall_deletes_the_guards_webhook_configuration_first(page: Path) -> None:
+    text = page.read_text()
+    block = re.search(r"```bash\n([^`]*release-gates -p [^`]*)```", text)
+    assert block is not None
+    steps = [line for line in block.group(1).splitlines() if line.startswith(("kubectl", "redis"))]
+    (name,) = GUARD_DELETED.findall(steps[0])
+    docs = render("profiles/bitnami")
+    assert one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"] == name
+    assert "failurePolicy: Ignore" in text  # why a leftover never blocks
 
 
 def test_the_readmes_list_of_kinds_is_what_deploy_renders() -> None:

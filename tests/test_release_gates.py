@@ -172,3 +172,17 @@ def test_gives_up_on_a_pod_that_keeps_changing() -> None:
     pod = fake.get_pod("redis", "ours")
     assert pod is not None
     assert release(fake, pod) == "it kept changing (3 tries)"
+
+
+def test_notes_a_guard_webhook_left_installed_and_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = cluster()
+    fake.webhook_configurations["redis-placer-guard"] = {"metadata": {"name": "redis-placer-guard"}}
+    result = run(fake, monkeypatch)
+    assert "note: ValidatingWebhookConfiguration redis-placer-guard is still installed" in (
+        result.stderr
+    )
+    assert "kubectl delete validatingwebhookconfiguration redis-placer-guard" in result.stderr
+    assert gates_of(fake, "ours") == []  # it never blocks, so neither does the note
+    del fake.webhook_configurations["redis-placer-guard"]
+    again = run(fake, monkeypatch)
+    assert "redis-placer-guard" not in again.stderr

@@ -6,7 +6,10 @@ the binder it waits for ever. This command lifts that one gate from every manage
 waiting, and leaves everything else as it is: a pod's other gates, its spec, and every pod
 that is bound already (a pod with a node has no gate to lift). kube-scheduler then places the
 released pods. It refuses while a MutatingAdmissionPolicy would still gate new pods, since
-those would be stuck again the moment after: remove the policy first.
+those would be stuck again the moment after: remove the policy first. It also says when the
+maintenance guard's webhook configuration is still there: that never blocks (failurePolicy
+Ignore), but with the binder gone each eviction and delete of a Redis pod waits for its failed
+call, so it goes first of all.
 """
 
 import sys
@@ -32,6 +35,7 @@ from placer.kube.adapter import KubeAdapter, KubeApiError, PatchOutcome
 from placer.kube.objects import gate_names, pod_key
 
 ATTEMPTS = 3  # a pod that changed under us is read again, at most this often
+GUARD_WEBHOOK = "redis-placer-guard"  # deploy/components/guard
 
 
 @dataclass
@@ -77,6 +81,15 @@ def gating_policies(policies: Sequence[Mapping[str, Any]], policy: Policy) -> li
                 names.append(str((doc.get("metadata") or {}).get("name")))
                 break
     return sorted(names)
+
+
+def guard_left(adapter: KubeAdapter) -> bool:
+    """Whether the maintenance guard's ValidatingWebhookConfiguration is still installed (False
+    when it cannot be read: the note is a courtesy, not a condition)."""
+    try:
+        return adapter.get_webhook_configuration(GUARD_WEBHOOK) is not None
+    except KubeApiError:
+        return False
 
 
 def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
@@ -153,6 +166,14 @@ def command(
         pods = adapter.list_pods(namespace=namespace)
     except KubeApiError as exc:
         raise InputError(f"cannot read the cluster: {exc}") from None
+    if guard_left(adapter):
+        click.echo(
+            f"note: ValidatingWebhookConfiguration {GUARD_WEBHOOK} is still installed; it never "
+            "blocks (failurePolicy Ignore), but without the binder each eviction and delete of a "
+            "Redis pod waits for its failed call: delete it first (kubectl delete "
+            f"validatingwebhookconfiguration {GUARD_WEBHOOK})",
+            err=True,
+        )
     if still_gating:
         names = ",".join(still_gating)
         remedy = (

@@ -46,7 +46,13 @@ log = logging.getLogger(__name__)
 EventType = Literal["Normal", "Warning"]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 ADMISSION_POLICIES = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
+SECRETS = "/api/v1/namespaces/{namespace}/secrets"
+WEBHOOK_API_VERSION = "admissionregistration.k8s.io/v1"
+WEBHOOK_CONFIGURATION = (
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}"
+)
 DEFAULT_COMPONENT = "redis-placer"
 API_VERSIONS = {
     "Node": "v1",
@@ -94,13 +100,24 @@ REQUIRED_PERMISSIONS: dict[str, tuple[Permission, ...]] = {
     "evict_pod": (Permission("", "pods/eviction", "create"),),
     "patch_pod_labels": (Permission("", "pods", "patch"),),
     "cordon_node": (Permission("", "nodes", "patch"),),
-    "annotate_pod": (Permission("", "pods", "patch"),),
     "write_configmap": (
         Permission("", "configmaps", "create"),
         Permission("", "configmaps", "update"),
     ),
     "read_configmap": (Permission("", "configmaps", "get"),),
     "get_secret": (Permission("", "secrets", "get"),),
+    # The guard's serving certificate, a Secret in its own namespace (placer.maintenance.certs).
+    "get_secret_object": (Permission("", "secrets", "get"),),
+    "create_secret": (Permission("", "secrets", "create"),),
+    "update_secret": (Permission("", "secrets", "update"),),
+    "get_webhook_configuration": (
+        Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"),
+    ),
+    "patch_webhook_ca_bundle": (
+        Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"),
+        Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
+    ),
+    "annotate_pod": (Permission("", "pods", "patch"),),
     # record_event again, on the run's own pod (rebalance's summary), so in its own namespace.
     "record_run_event": (Permission("", "events", "create"),),
     "list_pdbs": (Permission("policy", "poddisruptionbudgets", "list"),),
@@ -166,6 +183,15 @@ FLAG_CALLS: dict[tuple[str, str], dict[str, Scope]] = {
     },
     ("binder", "--recreate-refused"): {
         "delete_pod": "redis",  # a never-started pod whose pin kube-scheduler refused
+    },
+    ("binder", "--guard"): {
+        # the webhook's serving certificate: its Secret, made and renewed by the binder itself
+        "get_secret_object": "namespace",
+        "create_secret": "namespace",
+        "update_secret": "namespace",
+        "patch_webhook_ca_bundle": "cluster",  # the CA in the guard's webhook configuration
+        "get_secret": "redis",  # the Redis password and TLS material the pods read
+        "annotate_pod": "redis",  # redis-placer.io/handover-requested
     },
 }
 
@@ -359,10 +385,6 @@ class KubeAdapter(Protocol):
         resource_version: str | None = None,
     ) -> PatchResult: ...
 
-    def annotate_pod(
-        self, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> PatchResult: ...
-
     def cordon_node(self, name: str) -> bool: ...
 
     def write_configmap(
@@ -376,6 +398,39 @@ class KubeAdapter(Protocol):
     def read_configmap(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
     def get_secret(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
+
+    def get_secret_object(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def create_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        type_: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "exists"]: ...
+
+    def update_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        resource_version: str,
+        type_: str = "Opaque",
+        labels: Mapping[str, str] | None = None,
+    ) -> bool: ...
+
+    def get_webhook_configuration(self, name: str) -> dict[str, Any] | None: ...
+
+    def patch_webhook_ca_bundle(self, name: str, ca_pem: bytes) -> bool: ...
+
+    def annotate_pod(
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str | None = None,
+    ) -> PatchResult: ...
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
@@ -392,6 +447,41 @@ class KubeAdapter(Protocol):
         uid: str | None = None,
         resource_version: str | None = None,
     ) -> bool: ...
+
+
+def _secret_body(
+    namespace: str,
+    name: str,
+    data: Mapping[str, bytes],
+    type_: str,
+    labels: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": type_,
+        "data": {key: base64.b64encode(value).decode("ascii") for key, value in data.items()},
+    }
+
+
+def ca_bundle_patch(configuration: Mapping[str, Any], ca_pem: bytes) -> list[dict[str, Any]]:
+    """The JSON patch (RFC 6902) that makes each webhook of ``configuration`` carry ``ca_pem``
+    as its ``clientConfig.caBundle``: a test of the webhook's name and the value set, for each
+    webhook that differs; empty when every one carries it already."""
+    bundle = base64.b64encode(ca_pem).decode("ascii")
+    ops: list[dict[str, Any]] = []
+    for index, webhook in enumerate(configuration.get("webhooks") or []):
+        if (webhook.get("clientConfig") or {}).get("caBundle") == bundle:
+            continue
+        ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.get("name")})
+        ops.append(
+            {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
+        )
+    return ops
 
 
 def _with_kind(item: dict[str, Any], kind: str, api_version: str = "v1") -> dict[str, Any]:
@@ -725,7 +815,7 @@ class KubernetesAdapter:
         method: str,
         path: str,
         path_params: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        body: Mapping[str, Any] | list[dict[str, Any]] | None,
         content_type: str = JSON,
     ) -> RESTResponse:
         """Send ``body`` as JSON through the client's own request path (its auth and token
@@ -858,11 +948,18 @@ class KubernetesAdapter:
         return self._merge_patch(namespace, name, {"metadata": metadata}, "labels patched")
 
     def annotate_pod(
-        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str | None = None,
     ) -> PatchResult:
-        """Set annotations (a None value removes one) with a merge patch."""
-        body = {"metadata": {"annotations": dict(annotations)}}
-        return self._merge_patch(namespace, name, body, "annotations patched")
+        """Set annotations (a None value removes the annotation) with a merge patch; with
+        ``resource_version``, only on the pod as it was then (409 otherwise)."""
+        metadata: dict[str, Any] = {"annotations": dict(annotations)}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return self._merge_patch(namespace, name, {"metadata": metadata}, "annotations patched")
 
     def cordon_node(self, name: str) -> bool:
         """``kubectl cordon``: spec.unschedulable true (a merge patch); False if no such node."""
@@ -990,6 +1087,105 @@ class KubernetesAdapter:
             return {str(k): base64.b64decode(v) for k, v in (found.get("data") or {}).items()}
         except (binascii.Error, TypeError):
             raise KubeApiError(action, 0, "its data is not base64") from None
+
+    def get_secret_object(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret as the server holds it (``data`` still base64, ``metadata.resourceVersion``
+        for an update), or None when it does not exist."""
+        read = functools.partial(self.core.read_namespaced_secret, name, namespace)
+        found = self._read_one(f"get secret {namespace}/{name}", read)
+        return _with_kind(found, "Secret") if found is not None else None
+
+    def create_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        type_: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "exists"]:
+        """Create the Secret; ``exists`` when one of that name is there already (409)."""
+        action = f"create secret {namespace}/{name}"
+        body = _secret_body(namespace, name, data, type_, labels)
+        try:
+            self._send("POST", SECRETS, {"namespace": namespace}, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return "exists"
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return "created"
+
+    def update_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        resource_version: str,
+        type_: str = "Opaque",
+        labels: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Replace the Secret's data, only as it was at ``resource_version``; False when it
+        changed since (409) or is gone (404): read it again and decide again."""
+        action = f"update secret {namespace}/{name}"
+        body = _secret_body(namespace, name, data, type_, labels)
+        body["metadata"]["resourceVersion"] = resource_version
+        try:
+            self._send(
+                "PUT",
+                SECRETS + "/{name}",
+                {"namespace": namespace, "name": name},
+                body,
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        return True
+
+    # -- admission webhooks ------------------------------------------------------------------
+
+    def get_webhook_configuration(self, name: str) -> dict[str, Any] | None:
+        """The ValidatingWebhookConfiguration, or None when it does not exist."""
+        action = f"get validatingwebhookconfiguration {name}"
+        try:
+            resp = self._send("GET", WEBHOOK_CONFIGURATION, {"name": name}, None)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeApiError(action, *_failure(exc)) from exc
+        except Exception as exc:
+            raise KubeApiError(action, *_failure(exc)) from exc
+        found: dict[str, Any] = json_text.loads(resp.read())
+        return _with_kind(found, "ValidatingWebhookConfiguration", WEBHOOK_API_VERSION)
+
+    def patch_webhook_ca_bundle(self, name: str, ca_pem: bytes) -> bool:
+        """Make every webhook of the ValidatingWebhookConfiguration ``name`` trust ``ca_pem``
+        (its ``clientConfig.caBundle``); a patch is sent only where it differs. False when the
+        configuration does not exist. Each change is guarded by a test of the webhook's name
+        at that index, so a configuration edited meanwhile is read again, not mispatched."""
+        action = f"patch validatingwebhookconfiguration {name}"
+        for _ in range(3):
+            found = self.get_webhook_configuration(name)
+            if found is None:
+                return False
+            ops = ca_bundle_patch(found, ca_pem)
+            if not ops:
+                return True
+            try:
+                self._send("PATCH", WEBHOOK_CONFIGURATION, {"name": name}, ops, JSON_PATCH)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                if exc.status in (409, 422):
+                    continue  # the configuration changed under us: read it again
+                raise KubeApiError(action, *_failure(exc)) from exc
+            except Exception as exc:
+                raise KubeApiError(action, *_failure(exc)) from exc
+            return True
+        raise KubeApiError(action, 409, "it kept changing (3 tries)")
 
     # -- disruption budgets ----------------------------------------------------------------
 

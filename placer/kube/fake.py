@@ -5,6 +5,7 @@ bumps resourceVersions so stale pins conflict, applies the very merge patch the 
 sends, and records events and evictions, so decision logic is tested without a cluster.
 """
 
+import base64
 import bisect
 import copy
 import itertools
@@ -23,6 +24,7 @@ from placer.kube.adapter import (
     PatchOutcome,
     PatchResult,
     WatchEvent,
+    ca_bundle_patch,
 )
 from placer.kube.objects import (
     apply_merge_patch,
@@ -79,6 +81,13 @@ class FakeKubeAdapter:
         self.configmaps: dict[Key, dict[str, str]] = {}
         self.secrets: dict[Key, dict[str, bytes]] = {}
         self.secret_reads: list[Key] = []
+        self.secret_meta: dict[Key, dict[str, Any]] = {}
+        """resourceVersion, type and labels of the Secrets in ``secrets`` (set when missing)."""
+        self.secret_writes: list[tuple[str, Key]] = []
+        """("create" or "update", key) of every Secret written through the adapter."""
+        self.webhook_configurations: dict[str, dict[str, Any]] = {}
+        self.webhook_patches: list[str] = []
+        """The name of the ValidatingWebhookConfiguration, for each patch sent."""
         self.pdbs: dict[Key, dict[str, Any]] = {}
         self.statefulsets: list[dict[str, Any]] = list(statefulsets or [])
         self.volume_objects: list[dict[str, Any]] = list(volume_objects or [])
@@ -395,15 +404,6 @@ class FakeKubeAdapter:
             patch = {"metadata": {"labels": dict(labels)}}
             return self._patched((namespace, name), patch, "labels patched")
 
-    def annotate_pod(
-        self, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> PatchResult:
-        with self._lock:
-            if (namespace, name) not in self.pods:
-                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
-            patch = {"metadata": {"annotations": dict(annotations)}}
-            return self._patched((namespace, name), patch, "annotations patched")
-
     def cordon_node(self, name: str) -> bool:
         with self._lock:
             node = self.nodes.get(name)
@@ -434,6 +434,109 @@ class FakeKubeAdapter:
             self.secret_reads.append((namespace, name))
             data = self.secrets.get((namespace, name))
             return dict(data) if data is not None else None
+
+    def _secret_meta(self, key: Key) -> dict[str, Any]:
+        meta = self.secret_meta.setdefault(key, {"type": "Opaque", "labels": {}})
+        meta.setdefault("resourceVersion", str(next(self._version)))
+        return meta
+
+    def get_secret_object(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            key = (namespace, name)
+            data = self.secrets.get(key)
+            if data is None:
+                return None
+            meta = self._secret_meta(key)
+            return {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "resourceVersion": meta["resourceVersion"],
+                    "labels": dict(meta["labels"]),
+                },
+                "type": meta["type"],
+                "data": {k: base64.b64encode(v).decode("ascii") for k, v in data.items()},
+            }
+
+    def create_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        type_: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> Literal["created", "exists"]:
+        with self._lock:
+            key = (namespace, name)
+            if key in self.secrets:
+                return "exists"
+            self.secrets[key] = dict(data)
+            self.secret_meta[key] = {
+                "type": type_,
+                "labels": dict(labels or {}),
+                "resourceVersion": str(next(self._version)),
+            }
+            self.secret_writes.append(("create", key))
+            return "created"
+
+    def update_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, bytes],
+        resource_version: str,
+        type_: str = "Opaque",
+        labels: Mapping[str, str] | None = None,
+    ) -> bool:
+        with self._lock:
+            key = (namespace, name)
+            if key not in self.secrets:
+                return False
+            meta = self._secret_meta(key)
+            if meta["resourceVersion"] != resource_version:
+                return False
+            if meta["type"] != type_:
+                raise ValueError(f"secret {namespace}/{name}: its type cannot change")
+            self.secrets[key] = dict(data)
+            meta["resourceVersion"] = str(next(self._version))
+            meta["labels"] = dict(labels or {})
+            self.secret_writes.append(("update", key))
+            return True
+
+    def get_webhook_configuration(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self.webhook_configurations.get(name)
+            return copy.deepcopy(found) if found is not None else None
+
+    def patch_webhook_ca_bundle(self, name: str, ca_pem: bytes) -> bool:
+        with self._lock:
+            found = self.webhook_configurations.get(name)
+            if found is None:
+                return False
+            if ca_bundle_patch(found, ca_pem):
+                bundle = base64.b64encode(ca_pem).decode("ascii")
+                for webhook in found.get("webhooks") or []:
+                    webhook.setdefault("clientConfig", {})["caBundle"] = bundle
+                self.webhook_patches.append(name)
+            return True
+
+    def annotate_pod(
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str | None = None,
+    ) -> PatchResult:
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
+            patch = {"metadata": {"annotations": dict(annotations)}}
+            return self._patched((namespace, name), patch, "annotations patched")
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
         with self._lock:

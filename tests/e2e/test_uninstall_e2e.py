@@ -1,12 +1,15 @@
-"""Install a profile (gate mode, its MutatingAdmissionPolicy), lose the binder, uninstall in
-the documented order, and see that no pod is left waiting: on a real API server with
-kube-scheduler, deploy/profiles/labels applied and deleted with kubectl, `redis-placer
-release-gates` run as a user runs it."""
+"""Install a profile (gate mode, its MutatingAdmissionPolicy, the maintenance guard's webhook
+configuration), lose the binder, uninstall in the documented order, and see that no pod is left
+waiting and nothing of the install is left: on a real API server with kube-scheduler,
+deploy/profiles/labels applied and deleted with kubectl, `redis-placer release-gates` run as a
+user runs it."""
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +25,8 @@ PROFILE = "labels"
 REDIS_NAMESPACE = "redis"  # listed in deploy/components/redis-namespaces as shipped
 OTHER_GATE = "example.com/quota"  # someone else's gate: never lifted by redis-placer
 ADMISSION = f"redis-placer-{PROFILE}"
+GUARD = "redis-placer-guard"  # deploy/components/guard's ValidatingWebhookConfiguration
+GUARD_NOTE = f"note: ValidatingWebhookConfiguration {GUARD} is still installed"
 
 
 def shard(n: int) -> dict[str, str]:
@@ -49,6 +54,8 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
     api = plane.api_client()
     docs = install.render(f"profiles/{PROFILE}")
     install.install(plane, docs)
+    # what the checks at the end must find gone is there
+    assert left_of(plane, docs) == sorted(f"{k.lower()}/{n}" for k, n in cluster_scoped(docs))
     install.wait_for(
         lambda: install.dry_run_gates(api, REDIS_NAMESPACE, shard(9)) == [PLACEMENT_GATE],
         "the profile's admission policy gating new pods",
@@ -90,6 +97,7 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         f"would release {REDIS_NAMESPACE}/s2-0",
     ]
     assert listed.returncode == 1 and f"note: MutatingAdmissionPolicy {ADMISSION}" in listed.stderr
+    assert GUARD_NOTE in listed.stderr  # the guard's webhook configuration goes first
 
     # The wrong order is refused: the admission policy would gate the next pods again.
     early = release_gates(plane)
@@ -97,7 +105,10 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
     assert f"MutatingAdmissionPolicy {ADMISSION} still gates new pods" in early.stderr
     assert install.gates(install.pods(api, REDIS_NAMESPACE)["s1-0"]) == [PLACEMENT_GATE]
 
-    # 1. the admission policy first
+    # 1. the maintenance guard's webhook configuration first
+    removed = install.kubectl(plane, "delete", "validatingwebhookconfiguration", GUARD)
+    assert removed.returncode == 0, removed.stderr
+    # 2. the admission policy
     removed = install.kubectl(
         plane,
         "delete",
@@ -110,16 +121,17 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
         "new pods created without the gate",
         30,
     )
-    # 2. the gates of the pods still waiting
+    # 3. the gates of the pods still waiting
     released = release_gates(plane)
     assert released.returncode == 0, released.stdout + released.stderr
+    assert GUARD_NOTE not in released.stderr
     assert released.stdout.splitlines() == [
         f"released {REDIS_NAMESPACE}/s1-0",
         f"released {REDIS_NAMESPACE}/s1-1",
         f"released {REDIS_NAMESPACE}/s2-0",
         "released 3 pod(s); 0 managed pod(s) left waiting",
     ]
-    # 3. the rest of the install
+    # 4. the rest of the install
     deleted = install.kubectl(
         plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", docs=docs
     )
@@ -145,3 +157,38 @@ def test_uninstall_in_the_safe_order_leaves_no_pod_waiting(
     again = release_gates(plane)
     assert again.returncode == 0
     assert again.stdout.splitlines()[-1] == "released 0 pod(s); 0 managed pod(s) left waiting"
+
+    # Nothing of the install is left: no webhook configuration, admission policy or cluster-wide
+    # grant, and its namespace gone (or going: no namespace controller runs here to finish it).
+    assert left_of(plane, docs) == []
+    namespace = install.kubectl(plane, "get", "namespace", install.NAMESPACE, "-o", "json")
+    if namespace.returncode == 0:
+        assert json.loads(namespace.stdout)["metadata"].get("deletionTimestamp"), namespace.stdout
+    else:
+        assert "NotFound" in namespace.stderr, namespace.stderr
+
+
+CLUSTER_SCOPED = {
+    "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
+    "MutatingAdmissionPolicy": "admissionregistration.k8s.io",
+    "MutatingAdmissionPolicyBinding": "admissionregistration.k8s.io",
+    "ClusterRole": "rbac.authorization.k8s.io",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io",
+}
+
+
+def cluster_scoped(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(kind, name) of each cluster-scoped object the install creates, its namespace apart."""
+    found = [(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in CLUSTER_SCOPED]
+    assert ("ValidatingWebhookConfiguration", GUARD) in found
+    return found
+
+
+def left_of(plane: ControlPlane, docs: list[dict[str, Any]]) -> list[str]:
+    """Those of them still on the API server, as "kind/name" (the kind in lower case)."""
+    names = [f"{k.lower()}.{CLUSTER_SCOPED[k]}/{n}" for k, n in cluster_scoped(docs)]
+    got = install.kubectl(plane, "get", *names, "--ignore-not-found", "-o", "name")
+    assert got.returncode == 0, got.stderr
+    return sorted(
+        line.split(".", 1)[0] + "/" + line.rsplit("/", 1)[1] for line in got.stdout.split()
+    )
