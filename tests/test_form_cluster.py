@@ -155,10 +155,11 @@ def test_help_prints_the_usage_and_asks_kubectl_nothing(tmp_path: Path) -> None:
 def test_the_wait_for_the_binder_is_bounded_and_says_what_it_waited_for(tmp_path: Path) -> None:
     """No pod has a role label yet (the binder has not placed them): with --timeout 0 the
     first look is the last, and the script says what it found missing."""
-    unlabelled = [
-        {**p, "labels": {k: v for k, v in p["labels"].items() if k != "redis-role"}}  # type: ignore[attr-defined]
-        for p in _pods()
-    ]
+    unlabelled = _pods()
+    for pod in unlabelled:
+        labels = pod["labels"]
+        assert isinstance(labels, dict)
+        del labels["redis-role"]
     env = _with_fake_kubectl(tmp_path, unlabelled)
     done = subprocess.run(
         ["bash", str(SCRIPT), "--timeout", "0", "redis", "redis", "3"],
