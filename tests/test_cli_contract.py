@@ -7,11 +7,13 @@ process where pipes and entry points are the point.
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -236,6 +238,35 @@ def test_binder_input_errors_take_the_same_path(tmp_path: Path) -> None:
     bad.write_text("rules: {maxMastersPerNode: 0}\n")
     line = one_error_line(run(["binder", "-p", str(bad), "--no-leader-elect"]))
     assert f"policy {bad}: rules.maxMastersPerNode:" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan"],
+        ["audit"],
+        ["drill"],
+        ["pdbs"],
+        ["headroom", "--shard-size", "3"],
+        ["rebalance"],
+        ["rebalance", "--apply"],
+        ["binder", "--no-leader-elect"],
+        ["release-gates"],
+        ["release-gates", "--dry-run"],
+    ],
+)
+def test_with_no_cluster_the_way_out_names_options_the_command_has(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    line = one_error_line(run([*args, "--kubeconfig", str(tmp_path / "nope")]))
+    assert line.startswith("error: cannot reach a cluster ("), line
+    way_out = line.rsplit("); ", 1)[1]
+    named = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", way_out))
+    command = main.get_command(click.Context(main), args[0])
+    assert command is not None
+    options = {opt for param in command.params for opt in param.opts}
+    assert named and named <= options, (way_out, sorted(options))
 
 
 def run_process(args: list[str], *, close_stdout: bool) -> tuple[int, str]:

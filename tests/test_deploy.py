@@ -29,13 +29,13 @@ COMPONENT_ACCOUNTS = {"binder": "redis-placer-binder", "rebalance": "redis-place
 Doc = dict[str, Any]
 
 
-@functools.cache
-def render(path: str) -> tuple[Doc, ...]:
+def kustomize(folder: Path) -> tuple[Doc, ...]:
+    """What `kubectl kustomize` renders of ``folder``."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not on PATH: cannot run `kubectl kustomize`")
     out = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY / path)],
+        [kubectl, "kustomize", str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -45,6 +45,12 @@ def render(path: str) -> tuple[Doc, ...]:
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
 
+@functools.cache
+def render(path: str) -> tuple[Doc, ...]:
+    """deploy/<path> rendered (once a run)."""
+    return kustomize(DEPLOY / path)
+
+
 def main() -> tuple[Doc, ...]:
     return render(".")
 
@@ -52,20 +58,21 @@ def main() -> tuple[Doc, ...]:
 @functools.cache
 def overlay(base: str, *components: str) -> tuple[Doc, ...]:
     """deploy/<base> with components of deploy/components/ on top, as a user's overlay."""
-    where = Path(tempfile.mkdtemp(prefix="overlay-"))
-    (where / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(DEPLOY / base, where)],
-                "components": [
-                    os.path.relpath(DEPLOY / "components" / c, where) for c in components
-                ],
-            }
+    with tempfile.TemporaryDirectory(prefix="overlay-") as folder:
+        where = Path(folder)
+        (where / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(DEPLOY / base, where)],
+                    "components": [
+                        os.path.relpath(DEPLOY / "components" / c, where) for c in components
+                    ],
+                }
+            )
         )
-    )
-    return render(str(where))
+        return kustomize(where)
 
 
 def one(docs: tuple[Doc, ...], kind: str, name: str | None = None) -> Doc:

@@ -202,3 +202,37 @@ def test_one_dump_command_everywhere_and_it_reads_what_the_tool_reads() -> None:
         "list_volume_objects": "pv,pvc,storageclasses",
     }
     assert ",".join(kinds[name] for name in listed) == DUMP_RESOURCES
+
+
+WRITTEN = re.compile(
+    r"(?:(?<![0-9&>-])>|\btee(?: -a)?)\s+([\w.][\w./-]*)|\bmkdir -p\s+([\w.][\w./-]*)"
+)
+"""A file a command line writes (``> FILE``, ``tee FILE``), or a folder it makes."""
+
+
+def test_what_the_pages_examples_write_in_the_checkout_git_ignores() -> None:
+    """A reader who runs the examples from the checkout is left with no untracked files."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    written = sorted(
+        {
+            path
+            for page in PAGES
+            for block in FENCE.findall(page.read_text(encoding="utf-8"))
+            for line in block.splitlines()
+            if not line.startswith("#")
+            for file, folder in WRITTEN.findall(line)
+            for path in [file or f"{folder}/"]
+        }
+    )
+    assert {"dump.yaml", "my-install/", "plan.json", "policy.yaml", "survive.yaml"} <= set(written)
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *written],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    not_ignored = [
+        line.split("\t")[-1] for line in done.stdout.splitlines() if line.startswith("::")
+    ]
+    assert not not_ignored, not_ignored

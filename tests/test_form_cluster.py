@@ -9,6 +9,7 @@ the pods' ordinals (shard 1's master is its second pod), and the formed cluster 
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,21 @@ def _pods() -> list[dict[str, object]]:
     return pods
 
 
+def _with_fake_kubectl(tmp_path: Path, pods: list[dict[str, object]]) -> dict[str, str]:
+    """The environment in which ``kubectl`` is FAKE_KUBECTL over ``pods``."""
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL.replace("#!PYTHON", f"#!{sys.executable}"))
+    kubectl.chmod(0o755)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_PODS": str(tmp_path / "pods.json"),
+    }
+
+
 @pytest.mark.skipif(redis_binaries_missing() is not None, reason=str(redis_binaries_missing()))
 def test_the_script_forms_the_cluster_the_binder_labelled(tmp_path: Path) -> None:
     harness = RedisClusterHarness(tmp_path / "redis")
@@ -93,18 +109,7 @@ def test_the_script_forms_the_cluster_the_binder_labelled(tmp_path: Path) -> Non
     try:
         harness._spawn_all(0)  # the servers alone: forming them is the script's job
         pods = _pods()
-        (tmp_path / "pods.json").write_text(json.dumps(pods))
-        bin_dir = tmp_path / "bin"
-        bin_dir.mkdir()
-        kubectl = bin_dir / "kubectl"
-        kubectl.write_text(FAKE_KUBECTL.replace("#!PYTHON", f"#!{sys.executable}"))
-        kubectl.chmod(0o755)
-        env = {
-            **os.environ,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "FAKE_PODS": str(tmp_path / "pods.json"),
-            "REDIS_PORT": str(harness.port),
-        }
+        env = {**_with_fake_kubectl(tmp_path, pods), "REDIS_PORT": str(harness.port)}
         done = subprocess.run(
             ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=240
         )
@@ -129,3 +134,56 @@ def test_the_script_forms_the_cluster_the_binder_labelled(tmp_path: Path) -> Non
         assert again.returncode == 0 and "formed already" in again.stdout
     finally:
         harness.stop()
+
+
+def test_help_prints_the_usage_and_asks_kubectl_nothing(tmp_path: Path) -> None:
+    env = _with_fake_kubectl(tmp_path, [])
+    (tmp_path / "bin" / "kubectl").write_text("#!/bin/sh\necho kubectl was called >&2\nexit 99\n")
+    for flag in ("--help", "-h"):
+        done = subprocess.run(["bash", str(SCRIPT), flag], env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stderr) == (0, ""), done
+        assert done.stdout.startswith(
+            "usage: form-cluster.sh [--timeout SECONDS] [NAMESPACE [CLUSTER [SHARDS]]]\n"
+        ), done.stdout
+    wrong = subprocess.run(
+        ["bash", str(SCRIPT), "--namespace", "redis"], env=env, capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and wrong.stdout == "", wrong
+    assert wrong.stderr.startswith("form-cluster.sh: unknown option --namespace\nusage:"), wrong
+
+
+def test_the_wait_for_the_binder_is_bounded_and_says_what_it_waited_for(tmp_path: Path) -> None:
+    """No pod has a role label yet (the binder has not placed them): with --timeout 0 the
+    first look is the last, and the script says what it found missing."""
+    unlabelled = _pods()
+    for pod in unlabelled:
+        labels = pod["labels"]
+        assert isinstance(labels, dict)
+        del labels["redis-role"]
+    env = _with_fake_kubectl(tmp_path, unlabelled)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--timeout", "0", "redis", "redis", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done
+    assert done.stdout == (
+        "waiting up to 0 s for 3 pods labelled redis-role=master by the binder "
+        "(app=redis,redis-cluster=redis in namespace redis)\n"
+    )
+    assert done.stderr == (
+        "form-cluster.sh: gave up after 0 s: 0 of 3 pods (app=redis,redis-cluster=redis) in "
+        "namespace redis are labelled redis-role=master; has the binder placed them?\n"
+    )
+
+
+def test_no_output_is_piped_into_a_reader_that_may_stop_early() -> None:
+    """Under ``set -o pipefail`` a writer whose reader has exited (``head``, ``grep -q``) dies
+    of SIGPIPE when its output comes in more than one write, as bash's echo writes line by
+    line, and the script ends with 141 when the reader wins the race."""
+    early = re.compile(r"\|\s*(head\b|grep\s+(-\w*[qml]|--quiet|--silent|--max-count|--files))")
+    lines = SCRIPT.read_text().splitlines()
+    found = [f"{n}: {line}" for n, line in enumerate(lines, 1) if early.search(line)]
+    assert not found, found

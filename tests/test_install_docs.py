@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_deploy import DEPLOY, Doc, binder_args, one, pod_template, render
+from tests.test_deploy import DEPLOY, Doc, binder_args, kustomize, one, pod_template, render
 
 ROOT = DEPLOY.parent
 README = ROOT / "README.md"
@@ -28,12 +28,13 @@ GUARD_DELETED = re.compile(r"kubectl delete validatingwebhookconfiguration (\S+)
 def rendered_overlay(text: str, *extra: Path) -> tuple[Doc, ...]:
     """The overlay as my-install/ in the checkout would render (its ../deploy made to point
     at this checkout's deploy/ from a folder elsewhere), with ``extra`` files beside it."""
-    where = Path(tempfile.mkdtemp(prefix="my-install-"))
-    deploy = os.path.relpath(DEPLOY, where)
-    (where / "kustomization.yaml").write_text(text.replace("../deploy", deploy))
-    for path in extra:
-        shutil.copy(path, where / path.name)
-    return render(str(where))
+    with tempfile.TemporaryDirectory(prefix="my-install-") as folder:
+        where = Path(folder)
+        deploy = os.path.relpath(DEPLOY, where)
+        (where / "kustomization.yaml").write_text(text.replace("../deploy", deploy))
+        for path in extra:
+            shutil.copy(path, where / path.name)
+        return kustomize(where)
 
 
 def images(docs: tuple[Doc, ...]) -> list[str]:

@@ -183,3 +183,56 @@ def test_every_option_named_in_the_readme_prose_exists() -> None:
     named = set(INLINE_OPTION.findall(prose))
     assert len(named) >= 3, f"only {sorted(named)} named in the README's prose"
     assert sorted(named - all_options()) == []
+
+
+def test_the_readme_is_a_landing_page_of_at_most_300_lines() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_the_quick_start_names_the_zone_whose_loss_it_describes() -> None:
+    """The demo's table says which zone greedy and the stock rules lose; the words above it
+    name that zone."""
+    text = README.read_text(encoding="utf-8")
+    quick = text[text.index("## Quick start") : text.index("$ redis-placer demo")]
+    (row,) = [line for line in text.splitlines() if line.startswith("survives losing a zone")]
+    lost = set(re.findall(r"NO: (\S+)", row))
+    assert lost, row
+    for zone in lost:
+        assert f"losing {zone} " in " ".join(quick.split()), zone
+    assert "that zone" not in quick
+
+
+def _paragraph(text: str, start: str) -> str:
+    i = text.index(start)
+    return " ".join(text[i : text.index("\n\n", i)].split())
+
+
+def test_the_exit_codes_said_are_what_rebalance_and_drill_do() -> None:
+    """`1` is hard violations, but for rebalance those its changes leave (its audit may show
+    hard ones it removes: exit 0) and for drill a lost shard or majority (with no hard
+    violation: exit 1). The README and the reference say so."""
+    from click.testing import CliRunner
+
+    REBALANCE_EXAMPLE = str(ROOT / "placer" / "examples" / "rebalance.yaml")
+    THREE_ZONES = str(ROOT / "placer" / "examples" / "three-zones.yaml")
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(main, list(args))
+        return result.exit_code, result.stdout
+
+    code, out = run("rebalance", "-f", REBALANCE_EXAMPLE)
+    assert code == 0 and re.search(r"^hard\s", out, re.M), out
+    code, out = run("rebalance", "-f", REBALANCE_EXAMPLE, "--max-moves", "0")
+    assert code == 1 and "after these changes: 1 hard violation remains" in out, out
+    code, out = run("audit", "-f", THREE_ZONES)
+    assert code == 0 and "violations 0 hard, 1 soft" in out, out
+    code, out = run("drill", "-f", THREE_ZONES, "--fail", "zone=zone-a")
+    assert code == 1 and "verdict: 1 of 1 failures drilled lose" in out, out
+
+    said = _paragraph(README.read_text(encoding="utf-8"), "Exit codes:")
+    assert "for every command" not in said
+    assert "`rebalance`'s changes" in said and "for `drill`, a failure that loses" in said, said
+    reference = (DOCS / "reference" / "exit-codes.md").read_text(encoding="utf-8")
+    (one,) = [line for line in reference.splitlines() if line.startswith("| `1` |")]
+    assert "`rebalance`" in one and "for `drill`, a drilled failure that loses" in one, one

@@ -29,7 +29,7 @@ from placer.commands.options import (
     time_limit_option,
 )
 from placer.inputs.files import read_policy
-from placer.inputs.live import connect
+from placer.inputs.live import LIVE_ONLY, connect
 from placer.metrics import Metrics, MetricsServer
 
 
@@ -204,7 +204,7 @@ def command(
     sys.setswitchinterval(SWITCH_INTERVAL)  # the decision thread among the writing ones
     policy = read_policy(policy_path)
     # every request in flight holds a connection: the writes, both watches, the Lease
-    adapter = connect(kubeconfig, context, pool_size=concurrency + 8)
+    adapter = connect(kubeconfig, context, pool_size=concurrency + 8, instead=LIVE_ONLY)
     client = adapter.api_client
     try:  # a Lease no round could ever use is a start-up error, not a silent standby
         ApiLeaseClient(client, lease_namespace, lease_name).probe()

@@ -30,7 +30,7 @@ from placer.commands.options import (
     kubeconfig_option,
 )
 from placer.inputs.files import read_policy
-from placer.inputs.live import connect
+from placer.inputs.live import LIVE_ONLY, connect
 from placer.kube.adapter import KubeAdapter, KubeApiError, PatchOutcome
 from placer.kube.objects import gate_names, pod_key
 
@@ -160,7 +160,7 @@ def command(
     1 otherwise.
     """
     policy = read_policy(policy_path)
-    adapter = connect(kubeconfig, context)
+    adapter = connect(kubeconfig, context, instead=LIVE_ONLY)
     try:
         still_gating = gating_policies(adapter.list_admission_policies(), policy)
         pods = adapter.list_pods(namespace=namespace)

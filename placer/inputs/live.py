@@ -34,20 +34,32 @@ def snapshot_from_adapter(
     return snapshot
 
 
+DUMP_INSTEAD = "pass -f FILE to read a dump instead"
+"""What a command that also reads a dump (``-f``) says when it cannot reach a cluster."""
+LIVE_ONLY = (
+    "it works on a live cluster only: run it in the cluster, or pass --kubeconfig FILE or "
+    "--context NAME"
+)
+"""What a command with no ``-f`` (binder, release-gates) says when it cannot reach a cluster."""
+
+
 def connect(
-    kubeconfig: str | None, context: str | None, *, pool_size: int = 16
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    pool_size: int = 16,
+    instead: str = DUMP_INSTEAD,
 ) -> "KubernetesAdapter":
     """The adapter for the cluster of the kubeconfig (or the in-cluster service account), with
-    connections for ``pool_size`` requests at once."""
+    connections for ``pool_size`` requests at once; ``instead``: what to do when there is none,
+    in the command's own options."""
     from placer.kube.adapter import KubernetesAdapter
     from placer.kube.config import KubeConfigError, load_api_client
 
     try:
         return KubernetesAdapter(load_api_client(kubeconfig, context, pool_size=pool_size))
     except KubeConfigError as exc:
-        raise InputError(
-            f"cannot reach a cluster ({exc}); pass -f FILE to plan from a dump"
-        ) from None
+        raise InputError(f"cannot reach a cluster ({exc}); {instead}") from None
 
 
 def read_cluster(

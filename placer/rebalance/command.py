@@ -47,7 +47,9 @@ def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
     """The Kubernetes adapter for a live run (tests substitute an in-memory one here)."""
     from placer.inputs.live import connect
 
-    return connect(kubeconfig, context)
+    return connect(
+        kubeconfig, context, instead="pass -f FILE to plan from a dump (--apply needs the cluster)"
+    )
 
 
 @click.command(
