@@ -44,7 +44,12 @@ def _alone(args: list[str]) -> tuple[int, bool]:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     exit_code, imported = done.stdout.split()
