@@ -45,6 +45,7 @@ from placer.metrics import Metrics, MetricsServer
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
+    metavar="PORT",
     default=9090,
     show_default=True,
     help="Port of the /metrics, /healthz and /readyz server (0: any free port).",
