@@ -674,9 +674,16 @@ to pass over (its pod would vanish from the judgement without a word)."""
 
 
 def build_snapshot(
-    objects: Iterable[Mapping[str, Any]], policy: Policy, cache: ParseCache | None = None
+    objects: Iterable[Mapping[str, Any]],
+    policy: Policy,
+    cache: ParseCache | None = None,
+    *,
+    namespace: str | None = None,
 ) -> Snapshot:
-    """Turn decoded Kubernetes objects into a Snapshot, recording every rejected object as an Issue."""
+    """Turn decoded Kubernetes objects into a Snapshot, recording every rejected object as an Issue.
+
+    With ``namespace``, only the selected pods of that namespace are Redis pods; the running
+    pods of other namespaces, selected or not, are load on their nodes, as any other pod."""
     issues: list[Issue] = []
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
@@ -728,7 +735,7 @@ def build_snapshot(
     said: list[Pod] = []
     """The selected pods in order, finished ones too: each is said something of."""
     for pod in pods.values():
-        if policy.selects(pod.labels):
+        if policy.selects(pod.labels) and namespace in (None, pod.namespace):
             said.append(pod)
             if pod.phase not in TERMINAL_PHASES:
                 selected.append(pod)

@@ -8,6 +8,7 @@ only when the command is named (or listed), so ``--help`` of one never loads the
 """
 
 import contextlib
+import difflib
 import logging
 import os
 import sys
@@ -42,12 +43,37 @@ class _Commands(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """A name that is no command gets the commands it is close to, as kubectl names them
+        ("did you mean"): click finds them only among commands it has loaded, and none is
+        loaded before it is named."""
+        name = args[0] if args else ""
+        if name and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            close = suggestions(name)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close}?")
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
         command: click.Command = import_module(module).command
         return command
+
+
+def suggestions(name: str) -> str:
+    """The commands ``name`` may have meant, quoted ("" when none): those a typo or two away,
+    and those it begins."""
+    typed = name.lower()
+    close = difflib.get_close_matches(typed, list(COMMANDS), n=3, cutoff=0.6)
+    close += [c for c in sorted(COMMANDS) if c.startswith(typed) and c not in close]
+    if not close:
+        return ""
+    quoted = [repr(c) for c in close]
+    return quoted[0] if len(quoted) == 1 else f"one of {', '.join(quoted)}"
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -317,7 +317,7 @@ def test_a_policy_file_that_is_not_text(tmp_path: Path, name: str) -> None:
     make, says = GENERATED[name]
     (tmp_path / name).write_bytes(make())
     shutil.copy(CORPUS / HEALTHY, tmp_path / HEALTHY)
-    for args in (["plan", "-f", HEALTHY, "-p", name], ["policy", "validate", "-f", name]):
+    for args in (["plan", "-f", HEALTHY, "-p", name], ["policy", "validate", "-p", name]):
         check_report(run_in(tmp_path, args), (f"policy {name}", *says), True, args)
 
 
@@ -328,7 +328,7 @@ def test_policy_validate_on_the_corpus(tmp_path: Path, name: str) -> None:
     case = CASES[name]
     assert case.policy is not None
     shutil.copy(CORPUS / case.policy, tmp_path / case.policy)
-    result = run_in(tmp_path, ["policy", "validate", "-f", case.policy])
+    result = run_in(tmp_path, ["policy", "validate", "-p", case.policy])
     if "selector" in name:  # a valid policy: the typo shows only against the pods
         assert result.exit_code == 0 and result.stdout.endswith(": valid\n")
     else:

@@ -29,7 +29,7 @@ def test_print_defaults_is_the_full_default_policy_and_valid_input(tmp_path: Pat
     path.write_text(result.stdout)
     dump = write(tmp_path, three_zones() + three_shards())
     assert run(["audit", "-f", dump, "-p", str(path)]).exit_code == 0
-    validated = run(["policy", "validate", "-f", str(path)])
+    validated = run(["policy", "validate", "-p", str(path)])
     assert validated.exit_code == 0 and validated.stdout == f"policy {path}: valid\n"
 
 
@@ -45,7 +45,7 @@ def test_print_defaults_is_the_full_default_policy_and_valid_input(tmp_path: Pat
 def test_policy_validate_is_one_line_exit_2(tmp_path: Path, text: str, field: str) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(text)
-    line = one_error_line(run(["policy", "validate", "-f", str(path)]))
+    line = one_error_line(run(["policy", "validate", "-p", str(path)]))
     assert line.startswith(f"error: policy {path}: ") and field in line
 
 

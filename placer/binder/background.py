@@ -7,15 +7,18 @@ repeats of a still-queued event on the same pod are folded into it (the newest m
 control plane the API server's time goes to the bindings first and the Events follow.
 """
 
+from __future__ import annotations
+
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from placer.kube.adapter import EventType, KubeAdapter
+if TYPE_CHECKING:  # the Kubernetes client is imported by what talks to a cluster
+    from placer.kube.adapter import EventType, KubeAdapter
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ class Write(Protocol):
 
     def send(self, adapter: KubeAdapter) -> None: ...
 
-    def merge(self, newer: "Write") -> "Write": ...
+    def merge(self, newer: Write) -> Write: ...
 
 
 @dataclass
@@ -211,7 +214,7 @@ class BackgroundWrites:
             if write is not None:
                 self._send(write)
 
-    def start(self) -> "BackgroundWrites":
+    def start(self) -> BackgroundWrites:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="background-writes", daemon=True)

@@ -44,7 +44,14 @@ from placer.metrics import Metrics, MetricsServer
     "by a required node affinity and ungated; kube-scheduler then binds them.",
 )
 @click.option("-p", "--policy", "policy_path", type=click.Path(dir_okay=False), help="Policy YAML.")
-@click.option("--metrics-port", type=int, default=9090, show_default=True)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    default=9090,
+    show_default=True,
+    help="Port of the /metrics, /healthz and /readyz server (0: any free port).",
+)
 @click.option(
     "--leader-elect/--no-leader-elect",
     default=True,
@@ -53,10 +60,19 @@ from placer.metrics import Metrics, MetricsServer
     "it has pods to place, so two started by mistake never write at once.",
 )
 @click.option(
-    "--lease-namespace", envvar="POD_NAMESPACE", default="redis-placer", show_default=True
+    "--lease-namespace",
+    envvar="POD_NAMESPACE",
+    default="redis-placer",
+    show_default=True,
+    help="Namespace of the Lease that elects one binder (env POD_NAMESPACE: the binder's own).",
 )
-@click.option("--lease-name", default="redis-placer-binder", show_default=True)
-@click.option("--namespace", default=None, help="Watch one namespace (default: all).")
+@click.option(
+    "--lease-name",
+    default="redis-placer-binder",
+    show_default=True,
+    help="Name of that Lease: of the binders that share it, only its holder places pods.",
+)
+@click.option("-n", "--namespace", default=None, help="Watch one namespace (default: all).")
 @context_option
 @kubeconfig_option
 @time_limit_option(

@@ -8,6 +8,7 @@ from placer.commands.options import (
     finish,
     input_issues,
     load_inputs,
+    namespace_option,
     output_option,
     with_source,
 )
@@ -24,6 +25,7 @@ from solver.survival import survival_verdicts
     epilog=DUMP_EPILOG,
 )
 @with_source
+@namespace_option
 @output_option
 def command(
     file: str | None,
@@ -31,6 +33,7 @@ def command(
     context: str | None,
     kubeconfig: str | None,
     allow_empty: bool,
+    namespace: str | None,
     output: str,
 ) -> None:
     """Judge the running placement: survival of one host, rack or zone lost, then every violation.
@@ -38,7 +41,9 @@ def command(
     Nothing is solved. A level where one domain's loss takes a master majority or a whole shard
     is a soft finding (hard at the level rules.survive names). Exit 1 when hard violations exist.
     """
-    policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+    policy, snapshot = load_inputs(
+        file, policy_path, context, kubeconfig, allow_empty, namespace=namespace
+    )
     if not allow_empty:
         require_running(snapshot, file or "cluster")
     current = keep_plan(snapshot)

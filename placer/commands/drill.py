@@ -18,6 +18,7 @@ from placer.commands.options import (
     has_errors,
     load_inputs,
     load_live_inputs,
+    namespace_option,
     output_option,
     with_source,
 )
@@ -34,9 +35,11 @@ from solver.drill import (
 )
 
 
-def read_plan(path: str, snapshot: Snapshot) -> tuple[Plan, list[str]]:
+def read_plan(
+    path: str, snapshot: Snapshot, namespace: str | None = None
+) -> tuple[Plan, list[str]]:
     """A plan as ``redis-placer plan -o json`` (or yaml) wrote it, for this snapshot, and the
-    warnings it gives (see ``plan_fit``)."""
+    warnings it gives (see ``plan_fit``); with ``namespace``, its pods of that namespace only."""
     from pydantic import ValidationError
 
     from placer.inputs.files import read_text
@@ -58,7 +61,21 @@ def read_plan(path: str, snapshot: Snapshot) -> tuple[Plan, list[str]]:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "plan"
         raise InputError(first["msg"], obj=f"plan {source}", field=where) from None
+    if namespace is not None:
+        plan = in_namespace(plan, namespace)
     return plan, plan_fit(plan, snapshot, f"plan {source}")
+
+
+def in_namespace(plan: Plan, namespace: str) -> Plan:
+    """The part of a plan that concerns the Redis pods of one namespace (``-n``)."""
+    prefix = f"{namespace}/"
+    return plan.model_copy(
+        update={
+            "assignments": [a for a in plan.assignments if a.pod.startswith(prefix)],
+            "failovers": [f for f in plan.failovers if f.cluster.startswith(prefix)],
+            "unplaced": [u for u in plan.unplaced if u.pod.startswith(prefix)],
+        }
+    )
 
 
 def _more(count: int) -> str:
@@ -177,9 +194,11 @@ def _emit(
 
 @click.command("drill", short_help="Simulate losing a zone, rack or host.", epilog=DUMP_EPILOG)
 @with_source
+@namespace_option
 @click.option(
     "--plan",
     "plan_path",
+    metavar="FILE",
     default=None,
     help="Drill this plan's placement (redis-placer plan -o json output, or - for stdin) "
     "instead of the running pods.",
@@ -228,6 +247,7 @@ def command(
     context: str | None,
     kubeconfig: str | None,
     allow_empty: bool,
+    namespace: str | None,
     plan_path: str | None,
     fail_specs: tuple[str, ...],
     level: str | None,
@@ -245,9 +265,13 @@ def command(
     if roles_from == "redis" and file is None:
         # Live: the pods' Secrets give the password and TLS material, as for rebalance, read
         # through the adapter the snapshot was read with.
-        policy, snapshot, adapter = load_live_inputs(policy_path, context, kubeconfig, allow_empty)
+        policy, snapshot, adapter = load_live_inputs(
+            policy_path, context, kubeconfig, allow_empty, namespace=namespace
+        )
     else:
-        policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+        policy, snapshot = load_inputs(
+            file, policy_path, context, kubeconfig, allow_empty, namespace=namespace
+        )
     offsets: dict[str, int] | None = None
     slots: dict[str, int] | None = None
     unread: list[SkippedInput] = []
@@ -255,7 +279,9 @@ def command(
         snapshot, offsets, slots, unread = _redis_facts(
             snapshot, policy, adapter, redis_port, password_env, password_file
         )
-    plan, plan_warnings = read_plan(plan_path, snapshot) if plan_path is not None else (None, [])
+    plan, plan_warnings = (
+        read_plan(plan_path, snapshot, namespace) if plan_path is not None else (None, [])
+    )
     checked: Level | None = None
     if fail_specs:
         outages = parse_failures(fail_specs, snapshot)

@@ -166,6 +166,8 @@ def headroom_text(answer: Headroom, policy: Policy) -> str:
     type=click.Choice(["table", "json", "yaml"]),
     default="table",
     show_default=True,
+    help="table: the count, what binds it and the capacity bounds; json or yaml: the same as "
+    "a document.",
 )
 @time_limit_option()
 def command(

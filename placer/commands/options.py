@@ -238,15 +238,17 @@ def load_inputs(
     allow_empty: bool = False,
     *,
     need_pods: bool = True,
+    namespace: str | None = None,
 ) -> tuple[Policy, Snapshot]:
     """The policy and the snapshot, from a dump (``-f``) or the live cluster. Unless
     ``allow_empty``, an input with nothing to judge is an error: no nodes, or (``need_pods``) no
-    pod the policy's selector picks (placer.inputs.content)."""
+    pod the policy's selector picks (placer.inputs.content). With ``namespace`` (``-n``), the
+    Redis pods are that namespace's only."""
     policy = read_policy(policy_path)
     with collector_paused():
         if file is not None:
             return policy, snapshot_from_file(
-                file, policy, allow_empty=allow_empty, need_pods=need_pods
+                file, policy, allow_empty=allow_empty, need_pods=need_pods, namespace=namespace
             )
         from placer.inputs.live import snapshot_from_cluster
 
@@ -256,6 +258,7 @@ def load_inputs(
             kubeconfig=kubeconfig,
             allow_empty=allow_empty,
             need_pods=need_pods,
+            namespace=namespace,
         )
 
 
@@ -265,6 +268,7 @@ def load_live_inputs(
     kubeconfig: str | None,
     allow_empty: bool,
     connect: Callable[[str | None, str | None], Any] | None = None,
+    namespace: str | None = None,
 ) -> tuple[Policy, Snapshot, Any]:
     """The policy, the live snapshot and the adapter it was read through, for a command that
     goes on talking to the cluster (``connect``: how the adapter is made; the default
@@ -275,7 +279,8 @@ def load_live_inputs(
     policy = read_policy(policy_path)
     adapter = (connect or connect_to_cluster)(kubeconfig, context)
     with collector_paused():
-        return policy, read_cluster(adapter, policy, allow_empty=allow_empty), adapter
+        snapshot = read_cluster(adapter, policy, allow_empty=allow_empty, namespace=namespace)
+        return policy, snapshot, adapter
 
 
 def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
@@ -376,6 +381,7 @@ source_options = [
         "--file",
         "file",
         type=str,
+        metavar="FILE",
         default=None,
         help="Snapshot: a dump of the cluster (the command is below), or - for stdin. Without it, the live cluster is read.",
     ),
@@ -396,7 +402,22 @@ source_options = [
 DUMP_EPILOG = f"A dump holds everything the tool reads: {DUMP_COMMAND} > dump.yaml (or -o json)."
 """The commands that read a snapshot end their help with the one dump command."""
 
-output_option = click.option("-o", "--output", type=OUTPUTS, default="table", show_default=True)
+output_option = click.option(
+    "-o",
+    "--output",
+    type=OUTPUTS,
+    default="table",
+    show_default=True,
+    help="table: for a terminal; json or yaml: the whole report as a document; html: a page "
+    "with the topology drawn; map: the topology as text.",
+)
+namespace_option = click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    help="The Redis pods of this namespace only (default: every namespace). Pods of other "
+    "namespaces, Redis or not, count only as load on their nodes.",
+)
 
 
 def time_limit_option(default: float | None = None, minimum: float = 0.01, help: str = "") -> Any:

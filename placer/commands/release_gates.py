@@ -15,7 +15,7 @@ call, so it goes first of all.
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,8 +31,11 @@ from placer.commands.options import (
 )
 from placer.inputs.files import read_policy
 from placer.inputs.live import LIVE_ONLY, connect
-from placer.kube.adapter import KubeAdapter, KubeApiError, PatchOutcome
 from placer.kube.objects import gate_names, pod_key
+from placer.output.render import document
+
+if TYPE_CHECKING:  # the Kubernetes client is imported once a cluster is read
+    from placer.kube.adapter import KubeAdapter
 
 ATTEMPTS = 3  # a pod that changed under us is read again, at most this often
 GUARD_WEBHOOK = "redis-placer-guard"  # deploy/components/guard
@@ -83,18 +86,22 @@ def gating_policies(policies: Sequence[Mapping[str, Any]], policy: Policy) -> li
     return sorted(names)
 
 
-def guard_left(adapter: KubeAdapter) -> bool:
+def guard_left(adapter: "KubeAdapter") -> bool:
     """Whether the maintenance guard's ValidatingWebhookConfiguration is still installed (False
     when it cannot be read: the note is a courtesy, not a condition)."""
+    from placer.kube.adapter import KubeApiError
+
     try:
         return adapter.get_webhook_configuration(GUARD_WEBHOOK) is not None
     except KubeApiError:
         return False
 
 
-def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
+def release(adapter: "KubeAdapter", pod: Mapping[str, Any]) -> str:
     """Lift the gate from one pod; the pod read again if it changed meanwhile. '' when done,
     else why not."""
+    from placer.kube.adapter import PatchOutcome
+
     meta = pod.get("metadata") or {}
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     current: Mapping[str, Any] | None = pod
@@ -127,7 +134,7 @@ def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
     help="The policy the binder ran with: its selector says which pods are redis-placer's "
     "(defaults serve without one; a profile's: deploy/profiles/NAME/policy.yaml).",
 )
-@click.option("--namespace", default=None, help="One namespace only (default: all).")
+@click.option("-n", "--namespace", default=None, help="One namespace only (default: all).")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -140,6 +147,14 @@ def release(adapter: KubeAdapter, pod: Mapping[str, Any]) -> str:
 )
 @context_option
 @kubeconfig_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json", "yaml"]),
+    default="table",
+    show_default=True,
+    help="table: a line per pod, then the count; json or yaml: the same as a document.",
+)
 def command(
     policy_path: str | None,
     namespace: str | None,
@@ -147,6 +162,7 @@ def command(
     force: bool,
     context: str | None,
     kubeconfig: str | None,
+    output: str,
 ) -> None:
     """Lift redis-placer's scheduling gate from managed pods still waiting for the binder.
 
@@ -161,6 +177,8 @@ def command(
     """
     policy = read_policy(policy_path)
     adapter = connect(kubeconfig, context, instead=LIVE_ONLY)
+    from placer.kube.adapter import KubeApiError
+
     try:
         still_gating = gating_policies(adapter.list_admission_policies(), policy)
         pods = adapter.list_pods(namespace=namespace)
@@ -186,31 +204,49 @@ def command(
         elif not force:
             fail(f"{remedy}, or pass --force")
     found = waiting_pods(pods, policy)
-    released, left = 0, 0
+    table = output == "table"
+    report: dict[str, Any] = {
+        "dryRun": dry_run,
+        "released": [],
+        "wouldRelease": [],
+        "notReleased": [],
+        "bindMode": [],
+    }
     for pod in found.gated:
         if dry_run:
-            click.echo(f"would release {pod_key(pod)}")
-            left += 1
+            report["wouldRelease"].append(pod_key(pod))
+            if table:
+                click.echo(f"would release {pod_key(pod)}")
             continue
         why_not = release(adapter, pod)
         if why_not in ("", "gone", "bound meanwhile"):
-            released += 1
-            click.echo(f"released {pod_key(pod)}" + (f" ({why_not})" if why_not else ""))
+            report["released"].append({"pod": pod_key(pod), "note": why_not})
+            if table:
+                click.echo(f"released {pod_key(pod)}" + (f" ({why_not})" if why_not else ""))
         else:
-            left += 1
-            click.echo(f"not released {pod_key(pod)}: {why_not}")
+            report["notReleased"].append({"pod": pod_key(pod), "reason": why_not})
+            if table:
+                click.echo(f"not released {pod_key(pod)}: {why_not}")
     for pod in found.scheduled_by_binder:
-        left += 1
         ns, name = pod_key(pod).split("/", 1)
-        click.echo(
-            f"waiting {pod_key(pod)}: its schedulerName {policy.scheduler_name} (bind mode) cannot "
-            f"change; delete it for its controller to recreate it: kubectl -n {ns} delete pod {name}"
-        )
+        report["bindMode"].append(pod_key(pod))
+        if table:
+            click.echo(
+                f"waiting {pod_key(pod)}: its schedulerName {policy.scheduler_name} (bind mode) "
+                f"cannot change; delete it for its controller to recreate it: "
+                f"kubectl -n {ns} delete pod {name}"
+            )
     for pod in found.gated_unmanaged:
         click.echo(
             f"warning: {pod_key(pod)} carries {PLACEMENT_GATE} but the policy's selector does not "
             "select it; left as it is (pass the policy that manages it with -p)",
             err=True,
         )
-    click.echo(f"released {released} pod(s); {left} managed pod(s) left waiting")
+    released = len(report["released"])
+    left = len(report["wouldRelease"]) + len(report["notReleased"]) + len(report["bindMode"])
+    report["leftWaiting"] = left
+    if table:
+        click.echo(f"released {released} pod(s); {left} managed pod(s) left waiting")
+    else:
+        click.echo(document(report, output), nl=output == "json")
     sys.exit(EXIT_VIOLATIONS if left else EXIT_OK)

@@ -37,18 +37,29 @@ def require_content(
     hint: str = DUMP_HINT,
     *,
     need_pods: bool = True,
+    namespace: str | None = None,
 ) -> None:
-    """Raise when ``objects`` hold no Node, or (``need_pods``) no pod the policy's selector picks."""
+    """Raise when ``objects`` hold no Node, or (``need_pods``) no pod the policy's selector picks
+    (in ``namespace``, when given)."""
     if not snapshot.nodes:
         raise InputError(f"{_no_nodes(objects, hint)}: nothing to judge; {ALLOW}", obj=source)
     if not need_pods:
         return
     pods = [o for o in objects if o.get("kind") == "Pod"]
-    selected = [pod for pod in pods if _selected(policy, pod)]
+    everywhere = [pod for pod in pods if _selected(policy, pod)]
+    selected = [pod for pod in everywhere if namespace in (None, _namespace(pod))]
     if any(not _finished(pod) for pod in selected):
         _require_known_nodes(snapshot, source, hint)
         return
     selector = ", ".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
+    if everywhere and not selected:
+        elsewhere = sorted({_namespace(pod) for pod in everywhere})
+        raise InputError(
+            f"no pod the policy selector {selector} matches is in namespace {namespace!r} "
+            f"({len(everywhere)} in {first_few(elsewhere, 3)}): nothing to judge; {ALLOW}",
+            obj=source,
+            field="--namespace",
+        )
     if not pods:
         found = f"no Pod objects (only {len(snapshot.nodes)} nodes)"
     elif selected:
@@ -104,6 +115,11 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return labels if isinstance(labels, Mapping) else {}
+
+
+def _namespace(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata")
+    return str(meta.get("namespace") or "default") if isinstance(meta, Mapping) else "default"
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:

@@ -132,13 +132,19 @@ def validate_policy(data: Mapping[str, Any], where: str) -> Policy:
 
 
 def snapshot_from_file(
-    path: str, policy: Policy, *, allow_empty: bool = False, need_pods: bool = True
+    path: str,
+    policy: Policy,
+    *,
+    allow_empty: bool = False,
+    need_pods: bool = True,
+    namespace: str | None = None,
 ) -> Snapshot:
     """The snapshot in a dump; unless ``allow_empty``, one that holds nothing to judge is an error
-    (no nodes, or with ``need_pods`` no selected pod)."""
+    (no nodes, or with ``need_pods`` no selected pod). With ``namespace``, the Redis pods are
+    those of that namespace (models.kube_objects.build_snapshot)."""
     source = "stdin" if path == "-" else path
     objects = parse_documents(read_text(path), source)
-    snapshot = build_snapshot(objects, policy)
+    snapshot = build_snapshot(objects, policy, namespace=namespace)
     if not allow_empty:
-        require_content(objects, snapshot, policy, source, need_pods=need_pods)
+        require_content(objects, snapshot, policy, source, need_pods=need_pods, namespace=namespace)
     return snapshot

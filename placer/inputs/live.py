@@ -13,7 +13,12 @@ if TYPE_CHECKING:  # the Kubernetes client is imported only when a cluster is re
 
 
 def snapshot_from_adapter(
-    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool = False, need_pods: bool = True
+    adapter: "KubeAdapter",
+    policy: Policy,
+    *,
+    allow_empty: bool = False,
+    need_pods: bool = True,
+    namespace: str | None = None,
 ) -> Snapshot:
     """Nodes, pods, StatefulSets and volumes (PVs, claims, classes), as the binder reads them (``placer.binder.cache``).
 
@@ -21,16 +26,27 @@ def snapshot_from_adapter(
     ``redis-placer.io/shard-size`` annotation, so a live snapshot and the binder agree. Unless
     ``allow_empty``, a cluster without nodes (or, with ``need_pods``, without selected pods) is an
     error (placer.inputs.content).
+
+    With ``namespace``, the Redis pods are that namespace's and its StatefulSets alone are read;
+    the pods of every namespace are still read, since their requests take room on the nodes.
     """
     objects = [
         *adapter.list_nodes(),
         *adapter.list_pods(),
-        *adapter.list_statefulsets(),
+        *adapter.list_statefulsets(namespace=namespace),
         *adapter.list_volume_objects(),
     ]
-    snapshot = build_snapshot(objects, policy)
+    snapshot = build_snapshot(objects, policy, namespace=namespace)
     if not allow_empty:
-        require_content(objects, snapshot, policy, "cluster", LIVE_HINT, need_pods=need_pods)
+        require_content(
+            objects,
+            snapshot,
+            policy,
+            "cluster",
+            LIVE_HINT,
+            need_pods=need_pods,
+            namespace=namespace,
+        )
     return snapshot
 
 
@@ -63,12 +79,19 @@ def connect(
 
 
 def read_cluster(
-    adapter: "KubeAdapter", policy: Policy, *, allow_empty: bool, need_pods: bool = True
+    adapter: "KubeAdapter",
+    policy: Policy,
+    *,
+    allow_empty: bool,
+    need_pods: bool = True,
+    namespace: str | None = None,
 ) -> Snapshot:
     from placer.kube.adapter import KubeApiError
 
     try:
-        return snapshot_from_adapter(adapter, policy, allow_empty=allow_empty, need_pods=need_pods)
+        return snapshot_from_adapter(
+            adapter, policy, allow_empty=allow_empty, need_pods=need_pods, namespace=namespace
+        )
     except KubeApiError as exc:
         # A 403 (RBAC), a dead API server: one line naming the request, not a traceback.
         raise InputError(f"cannot read the cluster: {exc}") from None
@@ -81,7 +104,12 @@ def snapshot_from_cluster(
     kubeconfig: str | None = None,
     allow_empty: bool = False,
     need_pods: bool = True,
+    namespace: str | None = None,
 ) -> Snapshot:
     return read_cluster(
-        connect(kubeconfig, context), policy, allow_empty=allow_empty, need_pods=need_pods
+        connect(kubeconfig, context),
+        policy,
+        allow_empty=allow_empty,
+        need_pods=need_pods,
+        namespace=namespace,
     )

@@ -24,6 +24,7 @@ from placer.commands.options import (
     input_issues,
     load_inputs,
     load_live_inputs,
+    namespace_option,
     output_option,
     time_limit_option,
     with_source,
@@ -58,8 +59,14 @@ def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
     epilog=DUMP_EPILOG,
 )
 @with_source
+@namespace_option
 @click.option(
     "--apply", "apply_", is_flag=True, help="Perform the changes (default: print them only)."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the changes and perform none: the default, said explicitly.",
 )
 @click.option(
     "--roles",
@@ -106,7 +113,15 @@ def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
     type=click.Path(dir_okay=False),
     help="File holding the Redis password.",
 )
-@click.option("--failover-timeout", type=Seconds(min=0.1), default=30.0, show_default=True)
+@click.option(
+    "--failover-timeout",
+    type=Seconds(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="With --apply: seconds each CLUSTER FAILOVER may take to settle (the old master a "
+    "replica of the new one); past it the step fails and its shard's other changes wait for "
+    "the next run.",
+)
 @click.option(
     "--report-configmap",
     default=None,
@@ -127,7 +142,9 @@ def command(
     context: str | None,
     kubeconfig: str | None,
     allow_empty: bool,
+    namespace: str | None,
     apply_: bool,
+    dry_run: bool,
     roles_from: str,
     redis_port: int | None,
     max_moves: int,
@@ -143,16 +160,20 @@ def command(
 ) -> None:
     """Audit and fix placement: failovers first, evictions second. Dry-run unless --apply."""
     started = command_started()
+    if apply_ and dry_run:
+        fail("--dry-run and --apply contradict each other: give one (without either, a dry run)")
     if apply_ and file is not None:
         fail("--apply acts on a live cluster; drop -f (a dump can only be planned)")
     with StderrProgress(started) as progress:  # a line on stderr at most 2 s apart
         progress("reading", None, None)
         adapter: Any = None
         if file is not None:
-            policy, snapshot = load_inputs(file, policy_path, context, kubeconfig, allow_empty)
+            policy, snapshot = load_inputs(
+                file, policy_path, context, kubeconfig, allow_empty, namespace=namespace
+            )
         else:
             policy, snapshot, adapter = load_live_inputs(
-                policy_path, context, kubeconfig, allow_empty, make_adapter
+                policy_path, context, kubeconfig, allow_empty, make_adapter, namespace=namespace
             )
         if not allow_empty:
             require_running(snapshot, file or "cluster")
@@ -252,7 +273,7 @@ def command(
             label_fixes=label_fixes,
         )["actions"]
         record_actions(adapter, snapshot, result["actions"])
-        current = read_cluster(adapter, policy, allow_empty=True)
+        current = read_cluster(adapter, policy, allow_empty=True, namespace=namespace)
         if reading is not None:
             from placer.redis.reading import redis_roles
 
