@@ -128,78 +128,64 @@ def solve(
         return _solve(snapshot, policy, mode, options or SolveOptions())
 
 
+JUDGING_PER_ITEM = 35e-6
+"""Seconds judging one candidate takes per member, pod and node (this 2-core machine, loaded)."""
+GREEDY_PER_POD = 150e-6
+"""Seconds greedy's placement takes per pending pod (the same machine, loaded)."""
+
+
+def _judging_reserve(snapshot: Snapshot) -> float:
+    """Seconds for judging two candidates, and a margin."""
+    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+    return 0.05 + 2 * JUDGING_PER_ITEM * items
+
+
 def _finish_reserve(snapshot: Snapshot) -> float:
     """Seconds kept back, after the CP-SAT levels, for what must still run within the limit
-    when their plan is not proven optimal: greedy's placement (measured on this 2-core machine:
-    about 150 microseconds a pending pod, loaded) and judging two candidates (about 30
-    microseconds a member, pod and node each)."""
-    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
-    return 0.05 + 2 * 35e-6 * items + 150e-6 * len(snapshot.pending)
+    when their plan is not proven optimal: greedy's placement and judging two candidates."""
+    return _judging_reserve(snapshot) + GREEDY_PER_POD * len(snapshot.pending)
 
 
-GREEDY_FIRST_SHARE = 0.2
-"""Greedy's plan, judged, comes before the levels once what follows the levels (greedy and
-judging, ``_finish_reserve``) would take more than this share of the time left: then the levels
-may not leave enough of it, and a plan never worse than greedy's must be ready on time."""
+LARGE_SHARE = 0.2
+"""An input is large when what would follow the levels (greedy and judging,
+``_finish_reserve``) takes more than this share of the time left. On such an input the levels
+come first with only their own judging kept back: greedy's whole plan and its judging would
+take most of the budget (15,000 nodes, 45,000 pods: 10-20 s of a 20 s limit, loaded) and
+leave the levels too little to give CP-SAT's plan at all."""
 
 
-def _greedy_first(snapshot: Snapshot, left: float) -> bool:
-    return _finish_reserve(snapshot) > GREEDY_FIRST_SHARE * left
+def _large(snapshot: Snapshot, left: float) -> bool:
+    return _finish_reserve(snapshot) > LARGE_SHARE * left
 
 
 @dataclass
 class _Pace:
-    """What greedy and judging one candidate took in this call, on this machine as loaded now
-    (0 when greedy did not run first): the budget after them is planned from these, not from
-    constants measured once."""
+    """What judging one candidate took in this call, on this machine as loaded now (0 until
+    measured): the budget after it is planned from this, not from a constant measured once."""
 
-    greedy: float = 0.0
     judging: float = 0.0
 
     def margin(self) -> float:
         """Kept back at the end for what cannot be cut short (the plan's own figures)."""
         return 0.05 + 0.1 * self.judging
 
-    def after_levels(self) -> float:
-        """Seconds the levels leave: judging their plan, finishing a few shards they could not
-        (greedy's own start-up is most of that), and the margin."""
-        return 1.2 * self.judging + 0.3 * self.greedy + self.margin()
-
-    def packing(self, snapshot: Snapshot) -> float:
-        """The levels' estimate of their last level, packing members onto nodes: about half
-        what greedy took for the same pods (the same heaps, fewer rules), or a constant per
-        pending pod when greedy did not run first."""
-        if self.greedy:
-            return PACKING_SHARE * self.greedy
-        return PACKING_PER_POD * len(snapshot.pending)
-
-    def can_repair(self, snapshot: Snapshot, failed: set[str], deadline: float) -> bool:
-        """Whether greedy can finish the shards the levels could not, and their plan still be
-        judged, before the deadline (always, when greedy did not run first: the finish reserve
-        is kept for that)."""
-        if not self.greedy:
-            return True
-        pending = max(1, len(snapshot.pending))
-        failing = sum(1 for m in snapshot.pending if m.shard_key in failed)
-        repair = self.greedy * (0.3 + 0.7 * failing / pending) if failing else 0.0
-        return time.monotonic() + repair + 1.2 * self.judging + self.margin() <= deadline
-
-    def levels_floor(self) -> float:
-        """The least time in which the levels can give a plan at all (preparing, the models'
-        first answers and packing all pods, about what greedy took), or 0 when greedy did not
-        run first: without it the levels are tried whatever is left."""
-        return self.greedy
-
     def search_step(self) -> float:
         """A search step's cost beyond its CP-SAT time before one is measured: judging it,
         and building its model over the whole cluster (about as long)."""
         return 2.0 * self.judging
 
+    def greedy_fits(self, snapshot: Snapshot, deadline: float) -> bool:
+        """Whether greedy's whole plan, judged, still fits before the deadline: greedy's time
+        per pending pod scaled by how much slower than its constant judging ran here."""
+        items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+        slower = max(1.0, self.judging / max(1e-9, JUDGING_PER_ITEM * items))
+        greedy = GREEDY_PER_POD * len(snapshot.pending) * slower
+        return time.monotonic() + greedy + 1.2 * self.judging + self.margin() <= deadline
 
-PACKING_SHARE = 0.5
+
 PACKING_PER_POD = 40e-6
-"""Seconds the nodes level takes per pending pod (15,000 nodes / 45,000 pods: 1.3-1.5 s against
-greedy's 3-5 s, loaded)."""
+"""Seconds the nodes level takes per pending pod (15,000 nodes / 45,000 pods: 1.3-1.5 s,
+loaded): the models above it share what the levels' deadline leaves after it."""
 
 
 def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions) -> Plan:
@@ -247,29 +233,22 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     bound_note: str | None = None
     repaired: _Candidate | None = None
     if mode == "place":
-        fallback: _Candidate | None = None
         pace = _Pace()
         search_until = work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
-        if _greedy_first(snapshot, deadline - time.monotonic()):
-            # A large input: greedy's plan, judged, comes first, so that a plan never worse
-            # than greedy's is ready on time whatever the levels manage in what is left; what
-            # greedy and judging took, measured here as the machine is loaded now, plans the
-            # rest of the budget.
-            report("greedy", None, None)
-            began = time.monotonic()
-            placement = greedy_placement(snapshot, policy)
-            pace.greedy = time.monotonic() - began
-            fallback = judge(_Candidate("greedy", placement))
-            pace.judging = time.monotonic() - began - pace.greedy
-            work_until = max(time.monotonic(), deadline - pace.after_levels())
-            search_until = deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
+        large = _large(snapshot, deadline - time.monotonic())
+        if large:
+            # A large input: the levels come first, keeping back only what judging their plan
+            # takes. Greedy's whole plan is weighed after them when what judging took here
+            # says it still fits; the shards the levels could not finish are placed by greedy
+            # around their plan either way.
+            work_until = max(time.monotonic(), deadline - _judging_reserve(snapshot))
         levels: LevelsResult | None = None
-        if time.monotonic() + pace.levels_floor() < work_until:
+        if time.monotonic() < work_until:
             report("levels", None, None)
             levels = place_by_levels(
                 snapshot,
                 policy,
-                fallback.placement if fallback is not None else None,
+                None,
                 LevelsOptions(
                     work_until,
                     workers,
@@ -278,24 +257,24 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     standing=_standing(snapshot, options),
                     eligibility=options.eligibility,
                     relative_gap=_gap_limit(policy, options),
-                    packing=pace.packing(snapshot),
+                    packing=PACKING_PER_POD * len(snapshot.pending),
                     proof_first=options.proof_first,
                 ),
             )
             unplaceable = levels.unplaceable
             bounds = _level_bounds(snapshot, levels)
-        if (
-            levels is not None
-            and levels.placement.node
-            and pace.can_repair(snapshot, levels.failed, deadline)
-        ):
+        if levels is not None and levels.placement.node:
+            repaired_at = time.monotonic()
             first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
             candidates.append(first)
-        if fallback is not None:
-            candidates.append(fallback)
+            if large:
+                pace.judging = time.monotonic() - repaired_at
+                search_until = (
+                    deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
+                )
         if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
-            if fallback is None:
+            if not candidates or not large or pace.greedy_fits(snapshot, deadline):
                 report("greedy", None, None)
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]
@@ -319,13 +298,12 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         _standing(snapshot, options),
                         options.eligibility,
                         _gap_limit(policy, options),
-                        packing=pace.packing(snapshot),
+                        packing=PACKING_PER_POD * len(snapshot.pending),
                         proof_first=options.proof_first,
                     ),
                 )
-                if pace.can_repair(snapshot, retry.failed, deadline):
-                    degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
-                    candidates.append(judge(degraded))
+                degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                candidates.append(judge(degraded))
             best_so_far = min(candidates, key=_order)
             # Within the gap asked for of a proven bound, a better plan or a tighter bound is
             # what the gap says not to look for (the binder's batches: 0.3-0.7 s on 1,000 nodes).

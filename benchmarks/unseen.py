@@ -1,0 +1,278 @@
+"""Benchmark: the plan command on clusters that ``models/synthetic.py`` does not make.
+
+    python -m benchmarks.unseen [--seeds 11,12,13] [--nodes 15000] [--shards 15000]
+                                [--time-limit 20] [--keep DIR]
+
+The solver's own generator deals nodes to zones and racks in a pattern the solver's authors
+know. This one draws its clusters another way, so that a result on it says something about
+clusters nobody tuned for:
+
+* racks of very uneven sizes (log-normal: many small racks of a few dozen nodes beside a few
+  of several hundred), each rack in a zone drawn at random, so zones differ in size too;
+* node names, sizes and allocatable quantities as a cloud provider reports them (``Ki`` memory,
+  ``m`` CPU, reserved system share taken off, pod limits 58 or 110);
+* an unrelated pod of a random size (100m-2 CPU, 256Mi-6Gi) on a tenth of the nodes, in
+  namespaces of its own, with the default tolerations the API server adds;
+* pending Redis pods with uids, creation times and an image, in a namespace of their own.
+
+Each case writes its dump, runs ``python -m placer.cli plan -f DUMP -o json --time-limit L``
+under ``/usr/bin/time -v`` (wall time and peak resident memory of the whole command), then
+checks the printed plan with the independent checker (``solver/check.py``) against the dump
+read again: pods placed, hard violations, and the plan's own status, engine and gap.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from models.kube_objects import build_snapshot, parse_documents
+from models.plan import Plan
+from models.policy import Policy
+from solver.check import check_plan
+
+INSTANCE_TYPES: tuple[tuple[str, int, int, int], ...] = (
+    # (type, vCPUs, GiB, max pods)
+    ("m6i.xlarge", 4, 16, 58),
+    ("m6i.2xlarge", 8, 32, 58),
+    ("r6i.2xlarge", 8, 64, 58),
+    ("m6i.4xlarge", 16, 64, 110),
+    ("r6i.4xlarge", 16, 128, 110),
+)
+DEFAULT_TOLERATIONS = [
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+]
+
+
+def rack_sizes(rng: random.Random, nodes: int, racks: int) -> list[int]:
+    """Log-normal rack sizes summing to ``nodes``, none under 4: most racks small, a few large."""
+    weights = [rng.lognormvariate(0.0, 0.8) for _ in range(racks)]
+    total = sum(weights)
+    sizes = [max(4, int(nodes * w / total)) for w in weights]
+    while sum(sizes) > nodes:
+        sizes[sizes.index(max(sizes))] -= 1
+    for i in range(nodes - sum(sizes)):
+        sizes[rng.randrange(racks)] += 1
+    return sizes
+
+
+def _allocatable(cpus: int, gib: int) -> tuple[str, str]:
+    """What a kubelet reports after its system reservation: millicores and Ki."""
+    cpu = cpus * 1000 - 80 - 10 * cpus
+    memory = gib * 1024 * 1024 - 255 * 1024 - 11 * gib * 1024
+    return f"{cpu}m", f"{memory}Ki"
+
+
+def _stamp(rng: random.Random) -> str:
+    return f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z"
+
+
+def _node(rng: random.Random, name: str, zone: str, rack: str) -> dict[str, Any]:
+    kind, cpus, gib, pods = INSTANCE_TYPES[rng.randrange(len(INSTANCE_TYPES))]
+    cpu, memory = _allocatable(cpus, gib)
+    labels = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": kind,
+        "topology.kubernetes.io/region": "eu-west-1",
+        "topology.kubernetes.io/zone": zone,
+        "rack": rack,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"{rng.getrandbits(128):032x}",
+            "resourceVersion": str(rng.randint(10**6, 10**8)),
+            "creationTimestamp": _stamp(rng),
+            "labels": labels,
+        },
+        "spec": {"providerID": f"aws:///{zone}/i-{rng.getrandbits(64):016x}"},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": str(pods)},
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+        },
+    }
+
+
+def _background(rng: random.Random, node_name: str, index: int) -> dict[str, Any]:
+    namespace = rng.choice(("payments", "search", "ingest", "monitoring", "batch"))
+    cpu = f"{rng.choice((100, 250, 500, 1000, 2000))}m"
+    memory = f"{rng.choice((256, 512, 1024, 2048, 4096, 6144))}Mi"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{namespace}-worker-{index:06d}",
+            "namespace": namespace,
+            "uid": f"{rng.getrandbits(128):032x}",
+            "labels": {"app.kubernetes.io/name": namespace, "tier": "backend"},
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "tolerations": DEFAULT_TOLERATIONS,
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def _redis(
+    rng: random.Random, cluster: str, shard: int, ordinal: int, role: str
+) -> dict[str, Any]:
+    name = f"{cluster}-s{shard:05d}-{ordinal}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "cache",
+            "uid": f"{rng.getrandbits(128):032x}",
+            "creationTimestamp": _stamp(rng),
+            "labels": {
+                "app": "redis",
+                "redis-cluster": cluster,
+                "redis-shard": str(shard),
+                "redis-role": role,
+            },
+        },
+        "spec": {
+            "schedulerName": "redis-placer",
+            "containers": [
+                {
+                    "name": "redis",
+                    "image": "redis:7.2",
+                    "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def unseen_cluster(
+    seed: int,
+    nodes: int = 15_000,
+    zones: int = 3,
+    racks: int = 150,
+    busy: float = 0.1,
+    shards: int = 15_000,
+    replicas: int = 2,
+) -> dict[str, Any]:
+    """A cluster as ``kubectl get nodes,pods -A -o json`` prints it, deterministic for a seed."""
+    rng = random.Random(seed)
+    sizes = rack_sizes(rng, nodes, racks)
+    zone_names = [f"eu-west-1{chr(ord('a') + z)}" for z in range(zones)]
+    rack_zone = [zone_names[r % zones] for r in range(racks)]
+    rng.shuffle(rack_zone)
+    slots = [r for r, size in enumerate(sizes) for _ in range(size)]
+    rng.shuffle(slots)  # nodes of a rack are not consecutive in the dump
+    items: list[dict[str, Any]] = []
+    for i, r in enumerate(slots):
+        ip = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+        name = f"ip-{ip.replace('.', '-')}.eu-west-1.compute.internal"
+        zone = rack_zone[r]
+        items.append(_node(rng, name, zone, f"{zone}-r{r:03d}"))
+        if rng.random() < busy:
+            items.append(_background(rng, name, i))
+    for s in range(shards):
+        for ordinal in range(replicas + 1):
+            items.append(_redis(rng, "orders", s, ordinal, "master" if ordinal == 0 else "replica"))
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_case(dump: str, time_limit: float) -> dict[str, Any]:
+    """The plan command on ``dump`` under /usr/bin/time -v, its plan judged by the checker."""
+    load_before = _load()
+    command = [
+        sys.executable, "-m", "placer.cli", "plan", "-f", dump, "-o", "json",
+        "--time-limit", str(time_limit),
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(
+        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
+    )
+    wall = time.monotonic() - started
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    plan = Plan.model_validate_json(done.stdout)
+    policy = Policy()
+    with open(dump) as f:
+        snapshot = build_snapshot(parse_documents(f.read(), dump), policy)
+    hard = sum(1 for v in check_plan(snapshot, policy, plan) if v.severity == "hard")
+    return {
+        "pods": len(snapshot.pending),
+        "wall": wall,
+        "exit": done.returncode,
+        "status": plan.status,
+        "engine": plan.engine,
+        "gap": plan.gap,
+        "unplaced": len(plan.unplaced),
+        "hard": hard,
+        "rss_mib": int(peak.group(1)) / 1024 if peak else float("nan"),
+        "load": f"{load_before} -> {_load()}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", default="11,12,13")
+    parser.add_argument("--nodes", type=int, default=15_000)
+    parser.add_argument("--racks", type=int, default=150)
+    parser.add_argument("--shards", type=int, default=15_000)
+    parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--keep", help="write the dumps here and keep them")
+    args = parser.parse_args()
+    folder = args.keep or tempfile.mkdtemp(prefix="unseen-")
+    os.makedirs(folder, exist_ok=True)
+    print(
+        "nodes | pods | seed | dump MB | command s | exit | status | engine | gap | unplaced "
+        "| hard | peak MiB | load"
+    )
+    print(" | ".join(["---"] * 13))
+    for seed in (int(s) for s in args.seeds.split(",")):
+        dump = os.path.join(folder, f"unseen-{args.nodes}-{seed}.json")
+        if not os.path.exists(dump):
+            document = unseen_cluster(seed, args.nodes, racks=args.racks, shards=args.shards)
+            with open(dump, "w") as f:
+                json.dump(document, f)
+        r = run_case(dump, args.time_limit)
+        size = os.path.getsize(dump) / 1e6
+        print(
+            f"{args.nodes:,} | {r['pods']:,} | {seed} | {size:.0f} | {r['wall']:.2f} | {r['exit']} "
+            f"| {r['status']} | {r['engine']} | {r['gap']:.4%} | {r['unplaced']} | {r['hard']} "
+            f"| {r['rss_mib']:.0f} | {r['load']}",
+            flush=True,
+        )
+        if not args.keep:
+            os.remove(dump)
+    if not args.keep:
+        os.rmdir(folder)
+
+
+if __name__ == "__main__":
+    main()
