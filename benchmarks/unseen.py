@@ -68,7 +68,7 @@ def rack_sizes(rng: random.Random, nodes: int, racks: int) -> list[int]:
     sizes = [max(4, int(nodes * w / total)) for w in weights]
     while sum(sizes) > nodes:
         sizes[sizes.index(max(sizes))] -= 1
-    for i in range(nodes - sum(sizes)):
+    for _ in range(nodes - sum(sizes)):
         sizes[rng.randrange(racks)] += 1
     return sizes
 
@@ -131,16 +131,16 @@ def _background(rng: random.Random, node_name: str, index: int) -> dict[str, Any
         },
         "spec": {
             "nodeName": node_name,
-            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "containers": [
+                {"name": "main", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            ],
             "tolerations": DEFAULT_TOLERATIONS,
         },
         "status": {"phase": "Running"},
     }
 
 
-def _redis(
-    rng: random.Random, cluster: str, shard: int, ordinal: int, role: str
-) -> dict[str, Any]:
+def _redis(rng: random.Random, cluster: str, shard: int, ordinal: int, role: str) -> dict[str, Any]:
     name = f"{cluster}-s{shard:05d}-{ordinal}"
     return {
         "apiVersion": "v1",

@@ -174,8 +174,8 @@ def test_a_large_input_gets_the_levels_first_and_greedy_only_when_unproven(
 def test_with_no_time_left_for_the_levels_greedys_plan_is_returned_on_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A budget too short for the levels and their judging: they are not started, and greedy's plan
-    (all placed, no hard violation) is returned at once."""
+    """A budget too short for the levels and their judging: they are not started, and
+    greedy's plan (all placed, no hard violation) is returned at once."""
     policy = Policy()
     snap = generated(300, 200, policy)
     monkeypatch.setattr(solve_module, "_large", lambda _snap, _left: True)
