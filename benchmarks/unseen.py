@@ -202,6 +202,102 @@ def unseen_cluster(
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
 
 
+POOLS = {"small": ("4", "16Gi"), "medium": ("8", "32Gi"), "large": ("16", "64Gi")}
+
+
+def _pool_affinity(key: str, values: list[str]) -> dict[str, Any]:
+    term = {"key": key, "operator": "In", "values": values}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+
+
+def broken_cluster(
+    seed: int, nodes: int = 300, clusters: int = 8, pending_shards: int = 305
+) -> dict[str, Any]:
+    """A heterogeneous cluster that already breaks ``survive: zone``: four zones of unequal
+    size, three node pools, a quarter of the nodes tainted, Redis clusters partly running, the
+    first of them with its running masters piled so that one zone's loss leaves it one master
+    short of a majority; pending shards (master and 2 replicas, 2 CPU / 16Gi) more than fit,
+    half of them held by node affinity to two pools or to two zones."""
+    rng = random.Random(seed)
+    zones = ["zone-a", "zone-b", "zone-c", "zone-d"]
+    items: list[dict[str, Any]] = []
+    by_zone: dict[str, list[str]] = {z: [] for z in zones}
+    for i in range(nodes):
+        zone = rng.choices(zones, weights=(4, 3, 2, 1))[0]
+        pool = rng.choice(list(POOLS))
+        cpu, memory = POOLS[pool]
+        name = f"node-{i:03d}"
+        taints = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "topology.kubernetes.io/zone": zone,
+                        "rack": f"{zone}-r{i % 5}",
+                        "pool": pool,
+                    },
+                },
+                "spec": {"taints": taints} if rng.random() < 0.25 else {},
+                "status": {
+                    "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+        by_zone[zone].append(name)
+
+    def pod(cluster: str, shard: int, ordinal: int, where: str | None) -> dict[str, Any]:
+        doc = _redis(rng, cluster, shard, ordinal, "master" if ordinal == 0 else "replica")
+        doc["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2", "memory": "16Gi"}
+        if where is not None:
+            doc["spec"]["nodeName"] = where
+            doc["status"] = {"phase": "Running"}
+        return doc
+
+    shard_no = 0
+    for c in range(clusters):
+        name = f"rc-{c}"
+        running = 5 if c == 0 else rng.randint(3, 7)
+        for k in range(running):
+            # rc-0: 3 of its 5 masters in zone-a, whose loss leaves 2 of 5 (3 needed).
+            if c == 0:
+                zone = "zone-a" if k < 3 else zones[k - 2]
+            else:
+                zone = zones[k % 4]
+            members = rng.sample(by_zone[zone], 1) + rng.sample(
+                [n for z in zones if z != zone for n in by_zone[z]], 2
+            )
+            for ordinal, where in enumerate(members):
+                items.append(pod(name, shard_no, ordinal, where))
+            shard_no += 1
+    for s in range(pending_shards):
+        name = f"rc-{s % clusters}"
+        affinity = None
+        if s % 4 == 1:
+            affinity = _pool_affinity("pool", ["small", "medium"])
+        elif s % 4 == 3:
+            affinity = _pool_affinity("topology.kubernetes.io/zone", rng.sample(zones, 2))
+        for ordinal in range(3):
+            doc = pod(name, shard_no, ordinal, None)
+            if affinity is not None:
+                doc["spec"]["affinity"] = affinity
+            if s % 3 == 0:
+                doc["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+            items.append(doc)
+        shard_no += 1
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 def _load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 

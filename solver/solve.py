@@ -35,6 +35,7 @@ from solver.levels.rooms import EligibilityCache
 from solver.levels.shapes import Standing
 from solver.levels.standing import StandingCache
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
+from solver.majority import keep_majorities
 from solver.placement import Placement, to_plan
 from solver.repair import Caps, repair
 from solver.rules import RULES
@@ -135,7 +136,7 @@ GREEDY_PER_POD = 150e-6
 
 
 def _judging_reserve(snapshot: Snapshot) -> float:
-    """Seconds for judging two candidates, and a margin."""
+    """Seconds for judging two candidates (or one, at twice the pace), and a margin."""
     items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
     return 0.05 + 2 * JUDGING_PER_ITEM * items
 
@@ -146,28 +147,69 @@ def _finish_reserve(snapshot: Snapshot) -> float:
     return _judging_reserve(snapshot) + GREEDY_PER_POD * len(snapshot.pending)
 
 
-LARGE_SHARE = 0.2
-"""An input is large when what would follow the levels (greedy and judging,
-``_finish_reserve``) takes more than this share of the time left. On such an input the levels
-come first with only their own judging kept back: greedy's whole plan and its judging would
-take most of the budget (15,000 nodes, 45,000 pods: 10-20 s of a 20 s limit, loaded) and
-leave the levels too little to give CP-SAT's plan at all."""
+GREEDY_FIRST_SHARE = 0.2
+"""Greedy's plan, judged, comes before the levels once what follows the levels (greedy and
+judging, ``_finish_reserve``) would take more than this share of the time left: then the levels
+may not leave enough of it, and a plan never worse than greedy's must be ready on time."""
 
 
-def _large(snapshot: Snapshot, left: float) -> bool:
-    return _finish_reserve(snapshot) > LARGE_SHARE * left
+def _greedy_first(snapshot: Snapshot, left: float) -> bool:
+    return _finish_reserve(snapshot) > GREEDY_FIRST_SHARE * left
+
+
+LEVELS_FIRST_SHARE = 0.6
+"""Past this share of the time left, greedy's plan and its judging first would leave the levels
+too little to give CP-SAT's plan at all (15,000 nodes, 45,000 pods: 10-20 s of a 20 s limit,
+loaded, and as much again to judge the levels' plan): the levels then come first, with only
+their own judging kept back, and greedy places what they could not finish around their plan."""
+
+
+def _levels_first(snapshot: Snapshot, left: float) -> bool:
+    return _finish_reserve(snapshot) > LEVELS_FIRST_SHARE * left
 
 
 @dataclass
 class _Pace:
-    """What judging one candidate took in this call, on this machine as loaded now (0 until
-    measured): the budget after it is planned from this, not from a constant measured once."""
+    """What greedy and judging one candidate took in this call, on this machine as loaded now
+    (0 when greedy did not run first): the budget after them is planned from these, not from
+    constants measured once."""
 
+    greedy: float = 0.0
     judging: float = 0.0
 
     def margin(self) -> float:
         """Kept back at the end for what cannot be cut short (the plan's own figures)."""
         return 0.05 + 0.1 * self.judging
+
+    def after_levels(self) -> float:
+        """Seconds the levels leave: judging their plan, finishing a few shards they could not
+        (greedy's own start-up is most of that), and the margin."""
+        return 1.2 * self.judging + 0.3 * self.greedy + self.margin()
+
+    def packing(self, snapshot: Snapshot) -> float:
+        """The levels' estimate of their last level, packing members onto nodes: about half
+        what greedy took for the same pods (the same heaps, fewer rules), or a constant per
+        pending pod when greedy did not run first."""
+        if self.greedy:
+            return PACKING_SHARE * self.greedy
+        return PACKING_PER_POD * len(snapshot.pending)
+
+    def can_repair(self, snapshot: Snapshot, failed: set[str], deadline: float) -> bool:
+        """Whether greedy can finish the shards the levels could not, and their plan still be
+        judged, before the deadline (always, when greedy did not run first: the finish reserve
+        is kept for that)."""
+        if not self.greedy:
+            return True
+        pending = max(1, len(snapshot.pending))
+        failing = sum(1 for m in snapshot.pending if m.shard_key in failed)
+        repair = self.greedy * (0.3 + 0.7 * failing / pending) if failing else 0.0
+        return time.monotonic() + repair + 1.2 * self.judging + self.margin() <= deadline
+
+    def levels_floor(self) -> float:
+        """The least time in which the levels can give a plan at all (preparing, the models'
+        first answers and packing all pods, about what greedy took), or 0 when greedy did not
+        run first: without it the levels are tried whatever is left."""
+        return self.greedy
 
     def search_step(self) -> float:
         """A search step's cost beyond its CP-SAT time before one is measured: judging it,
@@ -175,17 +217,19 @@ class _Pace:
         return 2.0 * self.judging
 
     def greedy_fits(self, snapshot: Snapshot, deadline: float) -> bool:
-        """Whether greedy's whole plan, judged, still fits before the deadline: greedy's time
-        per pending pod scaled by how much slower than its constant judging ran here."""
+        """Whether greedy's whole plan, judged, still fits before the deadline, after the
+        levels came first: greedy's time per pending pod, scaled by how much slower than its
+        constant judging ran here."""
         items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
         slower = max(1.0, self.judging / max(1e-9, JUDGING_PER_ITEM * items))
         greedy = GREEDY_PER_POD * len(snapshot.pending) * slower
         return time.monotonic() + greedy + 1.2 * self.judging + self.margin() <= deadline
 
 
+PACKING_SHARE = 0.5
 PACKING_PER_POD = 40e-6
-"""Seconds the nodes level takes per pending pod (15,000 nodes / 45,000 pods: 1.3-1.5 s,
-loaded): the models above it share what the levels' deadline leaves after it."""
+"""Seconds the nodes level takes per pending pod (15,000 nodes / 45,000 pods: 1.3-1.5 s against
+greedy's 3-5 s, loaded)."""
 
 
 def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions) -> Plan:
@@ -199,6 +243,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     report = options.progress or (lambda *_: None)
 
     def judge(candidate: _Candidate) -> _Candidate:
+        if mode == "place":
+            # Whichever engine made it: a break of survive that what runs already has may stay
+            # as it is, never grow (solver/majority.py).
+            keep_majorities(snapshot, policy, candidate.placement)
         for other in candidates:
             if (
                 other.verdict is not None
@@ -233,22 +281,36 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     bound_note: str | None = None
     repaired: _Candidate | None = None
     if mode == "place":
+        fallback: _Candidate | None = None
         pace = _Pace()
         search_until = work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
-        large = _large(snapshot, deadline - time.monotonic())
-        if large:
-            # A large input: the levels come first, keeping back only what judging their plan
-            # takes. Greedy's whole plan is weighed after them when what judging took here
-            # says it still fits; the shards the levels could not finish are placed by greedy
-            # around their plan either way.
+        left = deadline - time.monotonic()
+        levels_first = _levels_first(snapshot, left)
+        if levels_first:
+            # Greedy's plan first would leave the levels no time: they come first, keeping
+            # back only what judging their plan takes; greedy's whole plan is weighed after
+            # them when what judging took here says it still fits.
             work_until = max(time.monotonic(), deadline - _judging_reserve(snapshot))
+        elif _greedy_first(snapshot, left):
+            # A large input: greedy's plan, judged, comes first, so that a plan never worse
+            # than greedy's is ready on time whatever the levels manage in what is left; what
+            # greedy and judging took, measured here as the machine is loaded now, plans the
+            # rest of the budget.
+            report("greedy", None, None)
+            began = time.monotonic()
+            placement = greedy_placement(snapshot, policy)
+            pace.greedy = time.monotonic() - began
+            fallback = judge(_Candidate("greedy", placement))
+            pace.judging = time.monotonic() - began - pace.greedy
+            work_until = max(time.monotonic(), deadline - pace.after_levels())
+            search_until = deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
         levels: LevelsResult | None = None
-        if time.monotonic() < work_until:
+        if time.monotonic() + pace.levels_floor() < work_until:
             report("levels", None, None)
             levels = place_by_levels(
                 snapshot,
                 policy,
-                None,
+                fallback.placement if fallback is not None else None,
                 LevelsOptions(
                     work_until,
                     workers,
@@ -257,24 +319,32 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     standing=_standing(snapshot, options),
                     eligibility=options.eligibility,
                     relative_gap=_gap_limit(policy, options),
-                    packing=PACKING_PER_POD * len(snapshot.pending),
+                    packing=pace.packing(snapshot),
                     proof_first=options.proof_first,
                 ),
             )
             unplaceable = levels.unplaceable
             bounds = _level_bounds(snapshot, levels)
-        if levels is not None and levels.placement.node:
-            repaired_at = time.monotonic()
+        if (
+            levels is not None
+            and levels.placement.node
+            and pace.can_repair(snapshot, levels.failed, deadline)
+        ):
+            began = time.monotonic()
             first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
             candidates.append(first)
-            if large:
-                pace.judging = time.monotonic() - repaired_at
+            if levels_first:
+                pace.judging = time.monotonic() - began
                 search_until = (
                     deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
                 )
+        if fallback is not None:
+            candidates.append(fallback)
         if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
-            if not candidates or not large or pace.greedy_fits(snapshot, deadline):
+            if fallback is None and (
+                not candidates or not levels_first or pace.greedy_fits(snapshot, deadline)
+            ):
                 report("greedy", None, None)
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]
@@ -298,12 +368,13 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                         _standing(snapshot, options),
                         options.eligibility,
                         _gap_limit(policy, options),
-                        packing=PACKING_PER_POD * len(snapshot.pending),
+                        packing=pace.packing(snapshot),
                         proof_first=options.proof_first,
                     ),
                 )
-                degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
-                candidates.append(judge(degraded))
+                if pace.can_repair(snapshot, retry.failed, deadline):
+                    degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                    candidates.append(judge(degraded))
             best_so_far = min(candidates, key=_order)
             # Within the gap asked for of a proven bound, a better plan or a tighter bound is
             # what the gap says not to look for (the binder's batches: 0.3-0.7 s on 1,000 nodes).

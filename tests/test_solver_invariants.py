@@ -151,14 +151,14 @@ def test_any_valid_quantity_is_modelled(memory: str) -> None:
         assert not plan.unplaced
 
 
-def test_a_large_input_gets_the_levels_first_and_greedy_only_when_unproven(
+def test_a_large_input_gets_greedys_plan_first_and_the_levels_in_what_is_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """When greedy and judging would take much of the budget, the levels come first; a plan
-    they prove optimal is kept without spending the budget on greedy's whole plan."""
+    """When greedy and judging would take much of the budget, greedy's judged plan comes
+    first; the levels then run in what is left and win when they do better."""
     policy = Policy()
     snap = generated(300, 200, policy)
-    monkeypatch.setattr(solve_module, "_large", lambda _snap, _left: True)
+    monkeypatch.setattr(solve_module, "_greedy_first", lambda _snap, _left: True)
     order: list[str] = []
     plan = solve(
         snap,
@@ -166,7 +166,7 @@ def test_a_large_input_gets_the_levels_first_and_greedy_only_when_unproven(
         "place",
         SolveOptions(time_limit=20, progress=lambda phase, *_: order.append(phase.split(":")[0])),
     )
-    assert "levels" in order and "greedy" not in order
+    assert order.index("greedy") < order.index("levels")
     assert not plan.unplaced and plan.status == "OPTIMAL" and plan.engine == "cp-sat"
     assert rank(snap, policy, plan) <= rank(snap, policy, greedy_plan(snap, policy))
 
@@ -174,14 +174,14 @@ def test_a_large_input_gets_the_levels_first_and_greedy_only_when_unproven(
 def test_with_no_time_left_for_the_levels_greedys_plan_is_returned_on_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A budget too short for the levels and their judging: they are not started, and
-    greedy's plan (all placed, no hard violation) is returned at once."""
+    """A budget that greedy and judging use up: the levels are not started, and greedy's plan
+    (all placed, no hard violation) is returned at once."""
     policy = Policy()
     snap = generated(300, 200, policy)
-    monkeypatch.setattr(solve_module, "_large", lambda _snap, _left: True)
+    monkeypatch.setattr(solve_module, "_greedy_first", lambda _snap, _left: True)
     phases: list[str] = []
     began = time.monotonic()
-    deadline = began + 0.01  # gone before the levels could start
+    deadline = began + 0.01  # gone once greedy has run
     plan = solve(
         snap,
         policy,
@@ -192,3 +192,23 @@ def test_with_no_time_left_for_the_levels_greedys_plan_is_returned_on_time(
     assert "levels" not in phases
     assert plan.engine == "greedy" and not plan.unplaced and not plan.hard_violations
     assert rank(snap, policy, plan) == rank(snap, policy, greedy)
+
+
+def test_where_greedy_first_would_starve_the_levels_they_come_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When greedy and judging would take most of the budget, the levels come first; a plan
+    they prove optimal is kept without spending the budget on greedy's whole plan."""
+    policy = Policy()
+    snap = generated(300, 200, policy)
+    monkeypatch.setattr(solve_module, "_levels_first", lambda _snap, _left: True)
+    order: list[str] = []
+    plan = solve(
+        snap,
+        policy,
+        "place",
+        SolveOptions(time_limit=20, progress=lambda phase, *_: order.append(phase.split(":")[0])),
+    )
+    assert "levels" in order and "greedy" not in order
+    assert not plan.unplaced and plan.status == "OPTIMAL" and plan.engine == "cp-sat"
+    assert rank(snap, policy, plan) <= rank(snap, policy, greedy_plan(snap, policy))
