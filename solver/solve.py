@@ -217,9 +217,9 @@ class _Pace:
         return 2.0 * self.judging
 
     def greedy_fits(self, snapshot: Snapshot, deadline: float) -> bool:
-        """Whether greedy's whole plan, judged, still fits before the deadline, after the
-        levels came first: greedy's time per pending pod, scaled by how much slower than its
-        constant judging ran here."""
+        """Whether greedy's whole plan, judged, still fits before the deadline after the
+        levels: greedy's time per pending pod, scaled by how much slower than its constant
+        judging ran here."""
         items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
         slower = max(1.0, self.judging / max(1e-9, JUDGING_PER_ITEM * items))
         greedy = GREEDY_PER_POD * len(snapshot.pending) * slower
@@ -333,8 +333,9 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             began = time.monotonic()
             first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
             candidates.append(first)
-            if levels_first:
+            if not pace.judging:
                 pace.judging = time.monotonic() - began
+            if levels_first:
                 search_until = (
                     deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
                 )
@@ -342,9 +343,9 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             candidates.append(fallback)
         if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
-            if fallback is None and (
-                not candidates or not levels_first or pace.greedy_fits(snapshot, deadline)
-            ):
+            # On a machine loaded past what the budget planned for, greedy's plan after the
+            # levels would end past the deadline: then the levels' plan stands alone.
+            if fallback is None and (not candidates or pace.greedy_fits(snapshot, deadline)):
                 report("greedy", None, None)
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]
