@@ -1,7 +1,7 @@
 """Benchmark: the plan command on clusters that ``models/synthetic.py`` does not make.
 
-    python -m benchmarks.unseen [--seeds 11,12,13] [--nodes 15000] [--shards 15000]
-                                [--time-limit 20] [--keep DIR]
+    python -m benchmarks.unseen [--cases unseen:11,unseen:12,unseen:13,huge,broken:1]
+                                [--nodes 15000] [--shards 15000] [--time-limit S] [--keep DIR]
 
 The solver's own generator deals nodes to zones and racks in a pattern the solver's authors
 know. This one draws its clusters another way, so that a result on it says something about
@@ -15,10 +15,15 @@ clusters nobody tuned for:
   namespaces of its own, with the default tolerations the API server adds;
 * pending Redis pods with uids, creation times and an image, in a namespace of their own.
 
+``broken_cluster`` is the other shape: a heterogeneous 300-node cluster whose running masters
+already break ``survive: zone`` for one Redis cluster, where a plan may leave that break as it
+is and never make it worse.
+
 Each case writes its dump, runs ``python -m placer.cli plan -f DUMP -o json --time-limit L``
-under ``/usr/bin/time -v`` (wall time and peak resident memory of the whole command), then
-checks the printed plan with the independent checker (``solver/check.py``) against the dump
-read again: pods placed, hard violations, and the plan's own status, engine and gap.
+under ``/usr/bin/time -v`` (wall time, CPU time and peak resident memory of the whole
+command), then checks the printed plan with the independent checker (``solver/check.py``)
+against the dump read again: pods placed, hard violations, the plan's own status, engine and
+gap, and under ``survive`` each Redis cluster's master shortfall before and after.
 """
 
 import argparse
@@ -34,8 +39,8 @@ from typing import Any
 
 from models.kube_objects import build_snapshot, parse_documents
 from models.plan import Plan
-from models.policy import Policy
-from solver.check import check_plan
+from placer.inputs.files import read_policy
+from solver.check import check_plan, keep_plan, majority_shortfall
 
 INSTANCE_TYPES: tuple[tuple[str, int, int, int], ...] = (
     # (type, vCPUs, GiB, max pods)
@@ -270,10 +275,7 @@ def broken_cluster(
         running = 5 if c == 0 else rng.randint(3, 7)
         for k in range(running):
             # rc-0: 3 of its 5 masters in zone-a, whose loss leaves 2 of 5 (3 needed).
-            if c == 0:
-                zone = "zone-a" if k < 3 else zones[k - 2]
-            else:
-                zone = zones[k % 4]
+            zone = ("zone-a" if k < 3 else zones[k - 2]) if c == 0 else zones[k % 4]
             members = rng.sample(by_zone[zone], 1) + rng.sample(
                 [n for z in zones if z != zone for n in by_zone[z]], 2
             )
@@ -302,70 +304,107 @@ def _load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_case(dump: str, time_limit: float) -> dict[str, Any]:
+def run_case(dump: str, time_limit: float, policy_file: str | None = None) -> dict[str, Any]:
     """The plan command on ``dump`` under /usr/bin/time -v, its plan judged by the checker."""
     load_before = _load()
     command = [
         sys.executable, "-m", "placer.cli", "plan", "-f", dump, "-o", "json",
-        "--time-limit", str(time_limit),
+        "--time-limit", str(time_limit), *(["-p", policy_file] if policy_file else []),
     ]  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(
         ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
     )
     wall = time.monotonic() - started
-    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    stats = dict(re.findall(r"^\s*(.+?): (.+)$", done.stderr, re.MULTILINE))
     plan = Plan.model_validate_json(done.stdout)
-    policy = Policy()
+    policy = read_policy(policy_file)
     with open(dump) as f:
         snapshot = build_snapshot(parse_documents(f.read(), dump), policy)
     hard = sum(1 for v in check_plan(snapshot, policy, plan) if v.severity == "hard")
-    return {
+    result: dict[str, Any] = {
         "pods": len(snapshot.pending),
         "wall": wall,
+        "cpu": float(stats["User time (seconds)"]) + float(stats["System time (seconds)"]),
         "exit": done.returncode,
         "status": plan.status,
         "engine": plan.engine,
         "gap": plan.gap,
         "unplaced": len(plan.unplaced),
         "hard": hard,
-        "rss_mib": int(peak.group(1)) / 1024 if peak else float("nan"),
+        "rss_mib": int(stats["Maximum resident set size (kbytes)"]) / 1024,
         "load": f"{load_before} -> {_load()}",
     }
+    level = policy.rules.survive
+    if level != "none":
+        before = majority_shortfall(snapshot, keep_plan(snapshot), level)
+        after = majority_shortfall(snapshot, plan, level)
+        result["shortfall"] = ", ".join(
+            f"{k.split('/')[-1]} {before.get(k, 0)} -> {n}"
+            for k, n in sorted(after.items())
+            if n or before.get(k, 0)
+        )
+    return result
+
+
+def _document(case: str, nodes: int, racks: int, shards: int) -> tuple[dict[str, Any], str]:
+    """The dump of a case named ``unseen:SEED``, ``broken:SEED`` or a benchmarks.run size."""
+    name, _, seed = case.partition(":")
+    if name == "unseen":
+        return unseen_cluster(int(seed), nodes, racks=racks, shards=shards), "none"
+    if name == "broken":
+        return broken_cluster(int(seed)), "zone"
+    from benchmarks.run import CASES, case_document
+
+    return case_document(CASES[name]), "none"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seeds", default="11,12,13")
+    parser.add_argument(
+        "--cases",
+        default="unseen:11,unseen:12,unseen:13",
+        help="unseen:SEED (15,000 nodes), broken:SEED (300 nodes, survive: zone, 10 s), or a "
+        "benchmarks.run size (huge, huge-uneven)",
+    )
     parser.add_argument("--nodes", type=int, default=15_000)
     parser.add_argument("--racks", type=int, default=150)
     parser.add_argument("--shards", type=int, default=15_000)
-    parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--time-limit", type=float, default=None, help="20 s (10 s for broken)")
     parser.add_argument("--keep", help="write the dumps here and keep them")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="unseen-")
     os.makedirs(folder, exist_ok=True)
     print(
-        "nodes | pods | seed | dump MB | command s | exit | status | engine | gap | unplaced "
-        "| hard | peak MiB | load"
+        "case | pending | dump MB | command s | CPU s | exit | status | engine | gap | unplaced "
+        "| hard | peak MiB | load (before -> after) | shortfall before -> after"
     )
-    print(" | ".join(["---"] * 13))
-    for seed in (int(s) for s in args.seeds.split(",")):
-        dump = os.path.join(folder, f"unseen-{args.nodes}-{seed}.json")
+    print(" | ".join(["---"] * 14))
+    for case in args.cases.split(","):
+        dump = os.path.join(folder, f"{case.replace(':', '-')}.json")
+        document, survive = _document(case, args.nodes, args.racks, args.shards)
         if not os.path.exists(dump):
-            document = unseen_cluster(seed, args.nodes, racks=args.racks, shards=args.shards)
             with open(dump, "w") as f:
                 json.dump(document, f)
-        r = run_case(dump, args.time_limit)
+        del document
+        policy_file = None
+        if survive != "none":
+            policy_file = os.path.join(folder, f"survive-{survive}.yaml")
+            with open(policy_file, "w") as f:
+                f.write(f"rules:\n  survive: {survive}\n")
+        limit = args.time_limit or (10.0 if survive != "none" else 20.0)
+        r = run_case(dump, limit, policy_file)
         size = os.path.getsize(dump) / 1e6
         print(
-            f"{args.nodes:,} | {r['pods']:,} | {seed} | {size:.0f} | {r['wall']:.2f} | {r['exit']} "
+            f"{case} | {r['pods']:,} | {size:.0f} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['exit']} "
             f"| {r['status']} | {r['engine']} | {r['gap']:.4%} | {r['unplaced']} | {r['hard']} "
-            f"| {r['rss_mib']:.0f} | {r['load']}",
+            f"| {r['rss_mib']:.0f} | {r['load']} | {r.get('shortfall', '-')}",
             flush=True,
         )
         if not args.keep:
             os.remove(dump)
+            if policy_file:
+                os.remove(policy_file)
     if not args.keep:
         os.rmdir(folder)
 
