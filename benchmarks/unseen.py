@@ -304,16 +304,25 @@ def _load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_case(dump: str, time_limit: float, policy_file: str | None = None) -> dict[str, Any]:
-    """The plan command on ``dump`` under /usr/bin/time -v, its plan judged by the checker."""
+def run_case(
+    dump: str, time_limit: float, policy_file: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The plan command on ``dump`` under /usr/bin/time -v, its plan judged by the checker;
+    ``code``: a checkout whose command runs (another commit's, for a before and after)."""
     load_before = _load()
     command = [
         sys.executable, "-m", "placer.cli", "plan", "-f", dump, "-o", "json",
         "--time-limit", str(time_limit), *(["-p", policy_file] if policy_file else []),
     ]  # fmt: skip
     started = time.monotonic()
+    env = dict(os.environ, PYTHONPATH=code) if code else None
     done = subprocess.run(
-        ["/usr/bin/time", "-v", *command], capture_output=True, text=True, check=False
+        ["/usr/bin/time", "-v", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=code,
+        env=env,
     )
     wall = time.monotonic() - started
     stats = dict(re.findall(r"^\s*(.+?): (.+)$", done.stderr, re.MULTILINE))
@@ -372,14 +381,20 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=15_000)
     parser.add_argument("--time-limit", type=float, default=None, help="20 s (10 s for broken)")
     parser.add_argument("--keep", help="write the dumps here and keep them")
+    parser.add_argument(
+        "--code",
+        action="append",
+        default=[],
+        help="run the command of this checkout instead (repeat: each case on each, in turn)",
+    )
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="unseen-")
     os.makedirs(folder, exist_ok=True)
     print(
-        "case | pending | dump MB | command s | CPU s | exit | status | engine | gap | unplaced "
+        "case | code | pending | dump MB | command s | CPU s | exit | status | engine | gap | unplaced "
         "| hard | peak MiB | load (before -> after) | shortfall before -> after"
     )
-    print(" | ".join(["---"] * 14))
+    print(" | ".join(["---"] * 15))
     for case in args.cases.split(","):
         dump = os.path.join(folder, f"{case.replace(':', '-')}.json")
         document, survive = _document(case, args.nodes, args.racks, args.shards)
@@ -393,14 +408,16 @@ def main() -> None:
             with open(policy_file, "w") as f:
                 f.write(f"rules:\n  survive: {survive}\n")
         limit = args.time_limit or (10.0 if survive != "none" else 20.0)
-        r = run_case(dump, limit, policy_file)
-        size = os.path.getsize(dump) / 1e6
-        print(
-            f"{case} | {r['pods']:,} | {size:.0f} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['exit']} "
-            f"| {r['status']} | {r['engine']} | {r['gap']:.4%} | {r['unplaced']} | {r['hard']} "
-            f"| {r['rss_mib']:.0f} | {r['load']} | {r.get('shortfall', '-')}",
-            flush=True,
-        )
+        for code in args.code or [None]:
+            r = run_case(dump, limit, policy_file, code)
+            size = os.path.getsize(dump) / 1e6
+            print(
+                f"{case} | {code or '.'} | {r['pods']:,} | {size:.0f} | {r['wall']:.2f} "
+                f"| {r['cpu']:.2f} | {r['exit']} | {r['status']} | {r['engine']} | {r['gap']:.4%} "
+                f"| {r['unplaced']} | {r['hard']} | {r['rss_mib']:.0f} | {r['load']} "
+                f"| {r.get('shortfall', '-')}",
+                flush=True,
+            )
         if not args.keep:
             os.remove(dump)
             if policy_file:
