@@ -56,7 +56,7 @@ def main() -> None:
 
     plan = solve(snapshot, policy, "place", SolveOptions(deadline=deadline, progress=progress))
     solved = time.monotonic()
-    plan = completed(snapshot, policy, plan)
+    plan = completed(snapshot, policy, plan, judged=True)
     finished = time.monotonic()
     with contextlib.redirect_stdout(io.StringIO()):
         emit(plan, snapshot, "json")

@@ -725,6 +725,22 @@ def _domain_losses(view: _View, level: Level, census: _Census | None = None) -> 
     return losses
 
 
+def majority_shortfall(snapshot: Snapshot, plan: Plan, level: Level) -> dict[str, int]:
+    """Per Redis cluster with a master: how many masters short of a strict majority the worst
+    single loss of a domain at ``level`` leaves it (0: it keeps a majority through every one).
+    Masters on no node of the snapshot are lost whichever domain fails."""
+    view = _View(snapshot, plan)
+    census = _census(view)
+    total, alive = census.masters_total, census.masters_alive
+    worst = {k: max(0, n // 2 + 1 - alive[k]) for k, n in total.items()}
+    inside: Counter[tuple[str, str | None]] = Counter(
+        (f.cluster, node.domain(level)) for f, node in view.alive if f.role is Role.MASTER
+    )
+    for (cluster, _), n in inside.items():
+        worst[cluster] = max(worst[cluster], total[cluster] // 2 + 1 - (alive[cluster] - n))
+    return worst
+
+
 def survival_levels(policy: Policy, nodes: Iterable[Node]) -> list[Level]:
     """The levels whose one-domain loss is judged: those whose topology label the policy names,
     the rack level only where some node has a rack label of its own (without, each zone is one

@@ -35,6 +35,7 @@ from solver.levels.rooms import EligibilityCache
 from solver.levels.shapes import Standing
 from solver.levels.standing import StandingCache
 from solver.levels.topdown import LevelsOptions, LevelsResult, place_by_levels
+from solver.majority import keep_majorities
 from solver.placement import Placement, to_plan
 from solver.repair import Caps, repair
 from solver.rules import RULES
@@ -128,13 +129,22 @@ def solve(
         return _solve(snapshot, policy, mode, options or SolveOptions())
 
 
+JUDGING_PER_ITEM = 35e-6
+"""Seconds judging one candidate takes per member, pod and node (this 2-core machine, loaded)."""
+GREEDY_PER_POD = 150e-6
+"""Seconds greedy's placement takes per pending pod (the same machine, loaded)."""
+
+
+def _judging_reserve(snapshot: Snapshot) -> float:
+    """Seconds for judging two candidates (or one, at twice the pace), and a margin."""
+    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+    return 0.05 + 2 * JUDGING_PER_ITEM * items
+
+
 def _finish_reserve(snapshot: Snapshot) -> float:
     """Seconds kept back, after the CP-SAT levels, for what must still run within the limit
-    when their plan is not proven optimal: greedy's placement (measured on this 2-core machine:
-    about 150 microseconds a pending pod, loaded) and judging two candidates (about 30
-    microseconds a member, pod and node each)."""
-    items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
-    return 0.05 + 2 * 35e-6 * items + 150e-6 * len(snapshot.pending)
+    when their plan is not proven optimal: greedy's placement and judging two candidates."""
+    return _judging_reserve(snapshot) + GREEDY_PER_POD * len(snapshot.pending)
 
 
 GREEDY_FIRST_SHARE = 0.2
@@ -145,6 +155,17 @@ may not leave enough of it, and a plan never worse than greedy's must be ready o
 
 def _greedy_first(snapshot: Snapshot, left: float) -> bool:
     return _finish_reserve(snapshot) > GREEDY_FIRST_SHARE * left
+
+
+LEVELS_FIRST_SHARE = 0.6
+"""Past this share of the time left, greedy's plan and its judging first would leave the levels
+too little to give CP-SAT's plan at all (15,000 nodes, 45,000 pods: 10-20 s of a 20 s limit,
+loaded, and as much again to judge the levels' plan): the levels then come first, with only
+their own judging kept back, and greedy places what they could not finish around their plan."""
+
+
+def _levels_first(snapshot: Snapshot, left: float) -> bool:
+    return _finish_reserve(snapshot) > LEVELS_FIRST_SHARE * left
 
 
 @dataclass
@@ -195,6 +216,15 @@ class _Pace:
         and building its model over the whole cluster (about as long)."""
         return 2.0 * self.judging
 
+    def greedy_fits(self, snapshot: Snapshot, deadline: float) -> bool:
+        """Whether greedy's whole plan, judged, still fits before the deadline after the
+        levels: greedy's time per pending pod, scaled by how much slower than its constant
+        judging ran here."""
+        items = len(snapshot.members) + len(snapshot.other_pods) + len(snapshot.nodes)
+        slower = max(1.0, self.judging / max(1e-9, JUDGING_PER_ITEM * items))
+        greedy = GREEDY_PER_POD * len(snapshot.pending) * slower
+        return time.monotonic() + greedy + 1.2 * self.judging + self.margin() <= deadline
+
 
 PACKING_SHARE = 0.5
 PACKING_PER_POD = 40e-6
@@ -213,6 +243,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
     report = options.progress or (lambda *_: None)
 
     def judge(candidate: _Candidate) -> _Candidate:
+        if mode == "place":
+            # Whichever engine made it: a break of survive that what runs already has may stay
+            # as it is, never grow (solver/majority.py).
+            keep_majorities(snapshot, policy, candidate.placement)
         for other in candidates:
             if (
                 other.verdict is not None
@@ -250,7 +284,14 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
         fallback: _Candidate | None = None
         pace = _Pace()
         search_until = work_until - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
-        if _greedy_first(snapshot, deadline - time.monotonic()):
+        left = deadline - time.monotonic()
+        levels_first = _levels_first(snapshot, left)
+        if levels_first:
+            # Greedy's plan first would leave the levels no time: they come first, keeping
+            # back only what judging their plan takes; greedy's whole plan is weighed after
+            # them when what judging took here says it still fits.
+            work_until = max(time.monotonic(), deadline - _judging_reserve(snapshot))
+        elif _greedy_first(snapshot, left):
             # A large input: greedy's plan, judged, comes first, so that a plan never worse
             # than greedy's is ready on time whatever the levels manage in what is left; what
             # greedy and judging took, measured here as the machine is loaded now, plans the
@@ -289,13 +330,22 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             and levels.placement.node
             and pace.can_repair(snapshot, levels.failed, deadline)
         ):
+            began = time.monotonic()
             first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
             candidates.append(first)
+            if not pace.judging:
+                pace.judging = time.monotonic() - began
+            if levels_first:
+                search_until = (
+                    deadline - pace.margin() - min(EXPLAIN_RESERVE, 0.1 * (deadline - start))
+                )
         if fallback is not None:
             candidates.append(fallback)
         if not candidates or not _proven(snapshot, candidates[0], bounds):
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
-            if fallback is None:
+            # On a machine loaded past what the budget planned for, greedy's plan after the
+            # levels would end past the deadline: then the levels' plan stands alone.
+            if fallback is None and (not candidates or pace.greedy_fits(snapshot, deadline)):
                 report("greedy", None, None)
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]

@@ -192,3 +192,23 @@ def test_with_no_time_left_for_the_levels_greedys_plan_is_returned_on_time(
     assert "levels" not in phases
     assert plan.engine == "greedy" and not plan.unplaced and not plan.hard_violations
     assert rank(snap, policy, plan) == rank(snap, policy, greedy)
+
+
+def test_where_greedy_first_would_starve_the_levels_they_come_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When greedy and judging would take most of the budget, the levels come first; a plan
+    they prove optimal is kept without spending the budget on greedy's whole plan."""
+    policy = Policy()
+    snap = generated(300, 200, policy)
+    monkeypatch.setattr(solve_module, "_levels_first", lambda _snap, _left: True)
+    order: list[str] = []
+    plan = solve(
+        snap,
+        policy,
+        "place",
+        SolveOptions(time_limit=20, progress=lambda phase, *_: order.append(phase.split(":")[0])),
+    )
+    assert "levels" in order and "greedy" not in order
+    assert not plan.unplaced and plan.status == "OPTIMAL" and plan.engine == "cp-sat"
+    assert rank(snap, policy, plan) <= rank(snap, policy, greedy_plan(snap, policy))

@@ -291,16 +291,20 @@ def input_issues(snapshot: Snapshot) -> list[SkippedInput]:
     ]
 
 
-def completed(snapshot: Snapshot, policy: Policy, plan: Plan) -> Plan:
+def completed(snapshot: Snapshot, policy: Policy, plan: Plan, judged: bool = False) -> Plan:
     """A solved plan with what the solver does not judge: the hard problems it leaves standing
-    (solver.check.standing_violations), the warnings about the input and the survival verdict."""
+    (solver.check.standing_violations), the warnings about the input and the survival verdict.
+
+    ``judged``: the plan's violations are the checker's whole verdict on it (a place-mode
+    solve's), so a plan without survive violations is not counted again domain by domain
+    (seconds on a large cluster, after the solve's deadline)."""
     from solver.survival import survival_verdicts
 
     return plan.model_copy(
         update={
             "violations": [*plan.violations, *standing_violations(snapshot, plan)],
             "warnings": [*plan.warnings, *master_quorum_warnings(snapshot, policy)],
-            "survival": survival_verdicts(snapshot, policy, plan),
+            "survival": survival_verdicts(snapshot, policy, plan, judged),
         }
     )
 

@@ -85,7 +85,7 @@ def command(
     if mode == "rebalance":
         # As `rebalance` would carry it out: a moved master is failed over first.
         result = guarded_plan(snapshot, policy, result)
-    result = completed(snapshot, policy, result)
+    result = completed(snapshot, policy, result, judged=mode == "place")
     emit(result, snapshot, output)
     late = overrun(started, read, time_limit, policy)
     finish(result.skipped, [*result.warnings, *late], plan_exit_code(result))
