@@ -554,6 +554,19 @@ def test_watch_pods_yields_events_and_raises_on_expiry(
         list(adapter.watch_pods(resource_version="1"))
 
 
+def test_a_watch_refused_with_410_itself_is_expired_too(
+    httpserver: HTTPServer, adapter: KubernetesAdapter
+) -> None:
+    """A server may answer the watch request with 410 Gone rather than an ERROR event in the
+    stream: the same "list again", not a broken watch."""
+    httpserver.expect_request("/api/v1/nodes").respond_with_json(
+        status(410, "Expired", "too old resource version: 4 (90)"), status=410
+    )
+    with pytest.raises(WatchExpired) as raised:
+        list(adapter.watch_nodes(resource_version="4"))
+    assert raised.value.status == 410 and "too old" in raised.value.message
+
+
 # -- events and configmaps -------------------------------------------------------------------
 
 

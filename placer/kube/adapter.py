@@ -600,7 +600,11 @@ class KubernetesAdapter:
             else:
                 resp = _raw(self.core.list_pod_for_all_namespaces(**common))
         except Exception as exc:
-            raise KubeApiError(action, *_failure(exc)) from exc
+            status, message = _failure(exc)
+            # 410 as the response itself, not an event in the stream: the same "list again"
+            raise (WatchExpired if status == 410 else KubeApiError)(
+                action, status, message
+            ) from exc
         try:
             buffer = b""
             for chunk in resp.stream(64 * 1024, decode_content=True):
