@@ -77,6 +77,24 @@ class Metrics:
         self.leader = Gauge(
             PREFIX + "leader", "1 while this replica holds the leader Lease.", registry=r
         )
+        self.cluster_readable = Gauge(
+            PREFIX + "cluster_readable",
+            "1 while the binder's view of the cluster is current: its last list succeeded and "
+            "no watch, list or write has failed since; /readyz follows it.",
+            registry=r,
+        )
+        self.cluster_unreadable = Counter(
+            PREFIX + "cluster_unreadable",
+            "Times the binder's view of the cluster was lost (a watch broken, a list failed, a "
+            "write the server did not answer) and no decision was made until a list succeeded.",
+            registry=r,
+        )
+        self.watch_expired = Counter(
+            PREFIX + "watch_expired",
+            "Watches that ended with 410 Gone (their version too old) and were listed again.",
+            ["watch"],
+            registry=r,
+        )
         self.last_solve_timestamp = Gauge(
             PREFIX + "last_solve_timestamp_seconds",
             "Unix time of the last finished solve.",
@@ -110,6 +128,8 @@ class Metrics:
             self.permit_decisions.labels(decision=decision)
         for result in BIND_RESULTS:
             self.binds.labels(result=result)
+        for watch in ("pods", "nodes"):
+            self.watch_expired.labels(watch=watch)
         self._violation_keys: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 

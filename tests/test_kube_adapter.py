@@ -474,17 +474,20 @@ def test_list_pages_through_continue_tokens(httpserver: HTTPServer, api_client: 
     assert len(httpserver.log) == 2
 
 
-def test_list_relists_once_when_the_continue_token_expired(
+def test_list_relists_once_whole_when_the_continue_token_expired(
     httpserver: HTTPServer, api_client: ApiClient
 ) -> None:
+    """The second list is one page (no limit), which no compaction can expire midway."""
     adapter = KubernetesAdapter(api_client, page_size=1)
     calls: list[str | None] = []
+    limits: list[str | None] = []
 
     def page(request: Request) -> Any:
         from werkzeug import Response
 
         token = request.args.get("continue")
         calls.append(token)
+        limits.append(request.args.get("limit"))
         if token == "old":
             return Response(json.dumps(status(410, "Expired", "too old")), status=410)
         if token is None and len(calls) == 1:
@@ -497,6 +500,7 @@ def test_list_relists_once_when_the_continue_token_expired(
     httpserver.expect_request("/api/v1/nodes").respond_with_handler(page)
     assert [n["metadata"]["name"] for n in adapter.list_nodes()] == ["a", "b"]
     assert calls == [None, "old", None]
+    assert limits == ["1", "1", None]
 
 
 def test_list_failure_raises_with_status(
@@ -552,6 +556,19 @@ def test_watch_pods_yields_events_and_raises_on_expiry(
     httpserver.expect_ordered_request("/api/v1/pods").respond_with_data(json.dumps(expired) + "\n")
     with pytest.raises(WatchExpired):
         list(adapter.watch_pods(resource_version="1"))
+
+
+def test_a_watch_refused_with_410_itself_is_expired_too(
+    httpserver: HTTPServer, adapter: KubernetesAdapter
+) -> None:
+    """A server may answer the watch request with 410 Gone rather than an ERROR event in the
+    stream: the same "list again", not a broken watch."""
+    httpserver.expect_request("/api/v1/nodes").respond_with_json(
+        status(410, "Expired", "too old resource version: 4 (90)"), status=410
+    )
+    with pytest.raises(WatchExpired) as raised:
+        list(adapter.watch_nodes(resource_version="4"))
+    assert raised.value.status == 410 and "too old" in raised.value.message
 
 
 # -- events and configmaps -------------------------------------------------------------------

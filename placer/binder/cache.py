@@ -97,12 +97,45 @@ class ClusterCache:
         self._node_list = 0
         """Counts of lists: a watch begun before the latest one must not apply its events (an
         event applied between a list's read and its replacing the cache would be lost)."""
+        self.lost: str | None = None
+        """Why the cache may no longer hold what the server holds (a watch broken, a list
+        failed, a write whose outcome is unknown), until a list made after that replaces it."""
+        self._losses = 0
+        self.recoveries = 0
+        """How many times a list replaced the cache after it was lost."""
+        self.on_readable: Callable[[bool], None] | None = None
+        """Told when the cluster becomes readable (a list replaced the cache) and when it stops
+        being so (``lose``): the binder's readiness."""
+
+    def lose(self, reason: str) -> None:
+        """The cache may be stale: a watch broke, a list failed, or a write's outcome is unknown
+        (the server did not answer, or failed inside). Nothing is decided from it again until a
+        list begun after this has replaced it, so no plan rests on a pod the server may have
+        bound meanwhile."""
+        with self._lock:
+            self._losses += 1
+            first = self.lost is None
+            self.lost = reason
+            self.synced = False
+        if first:
+            log.warning("cluster unreadable: %s; listing again before the next decision", reason)
+            if self.on_readable is not None:
+                self.on_readable(False)
 
     def resync(self) -> None:
-        """List everything again; the watch resumes from the list's resourceVersion."""
-        nodes, node_version = self.adapter.list_nodes_with_version()
-        pods, version = self.adapter.list_pods_with_version(namespace=self.namespace)
-        statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
+        """List everything again; the watch resumes from the list's resourceVersion.
+
+        A failed list loses the cache (``lose``) and raises; a list begun before a loss
+        replaces the cache but leaves it lost (the next one settles it)."""
+        with self._lock:
+            losses = self._losses
+        try:
+            nodes, node_version = self.adapter.list_nodes_with_version()
+            pods, version = self.adapter.list_pods_with_version(namespace=self.namespace)
+            statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
+        except Exception as exc:
+            self.lose(f"list failed: {exc}")
+            raise
         with self._lock:
             self.nodes = {n["metadata"]["name"]: n for n in nodes}
             listed = {pod_key_of(p): p for p in pods}
@@ -117,10 +150,19 @@ class ClusterCache:
             self.statefulsets = statefulsets
             self.version = version
             self.node_version = node_version
-            self.synced = True
+            current = losses == self._losses
+            was_lost, first = self.lost, not self.synced and self._pod_list == 0
+            if current:
+                self.synced = True
+                self.lost = None
+                self.recoveries += was_lost is not None
             self.generation += 1
             self._pod_list += 1
             self._node_list += 1
+        if current and was_lost is not None:
+            log.info("cluster readable again (it was not: %s)", was_lost)
+        if current and (first or was_lost is not None) and self.on_readable is not None:
+            self.on_readable(True)
         # The listed objects live until the next resync: move them out of the collector's
         # sight, or every full collection walks 15,000 pods to free nothing.
         settle_survivors()
@@ -157,6 +199,10 @@ class ClusterCache:
         return self._follow(
             events, lambda e: self.apply_node(e, listed), self.refresh_nodes, "node watch"
         )
+
+    on_expired: Callable[[str], None] | None = None
+    """Told of each watch that ended 410 Gone (``pod watch`` or ``node watch``) and was
+    listed again."""
 
     def apply_node(self, event: WatchEvent, listed: int | None = None) -> bool:
         node = event.object
@@ -201,8 +247,8 @@ class ClusterCache:
             events, lambda e: self.apply(e, listed), self.resync, "pod watch", on_event
         )
 
-    @staticmethod
     def _follow(
+        self,
         events: Iterable[WatchEvent],
         apply: Callable[[WatchEvent], bool],
         relist: Callable[[], None],
@@ -220,8 +266,10 @@ class ClusterCache:
             return count
         except _Relisted:
             return count  # the caller polls again, from the list's version
-        except WatchExpired:
-            log.info("%s expired: listing again", what)
+        except WatchExpired as exc:
+            log.info("%s expired (%s): listing again", what, exc.message or exc.status)
+            if self.on_expired is not None:
+                self.on_expired(what)
             relist()
             return 1
 

@@ -30,7 +30,10 @@ from placer.commands.options import (
 )
 from placer.inputs.files import read_policy
 from placer.inputs.live import LIVE_ONLY, connect
-from placer.metrics import Metrics, MetricsServer
+from placer.metrics import Metrics, MetricsServer, Readiness
+
+READY_CONDITION = "cluster"
+"""/readyz answers 200 while the binder's view of the cluster is current (``cluster_readable``)."""
 
 
 @click.command("binder", short_help="Place pending Redis pods, one whole shard at a time.")
@@ -213,7 +216,6 @@ def command(
         LeaseError,
         LeaseOnDemand,
         LeaseUnusable,
-        run_with_leader_election,
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -276,45 +278,39 @@ def command(
         leading.clear()
         metrics.leader.set(0)
 
-    if leader_elect:
-        lease = threading.Thread(
-            target=run_with_leader_election,
-            args=(
-                client,
-                lease_namespace,
-                lease_name,
-                identity,
-                started_leading,
-                stopped_leading,
-                stop,
-            ),
-            name="leader-election",
-            daemon=True,
-        )
-        lease.start()
-        with (
-            MetricsServer(metrics, port=metrics_port) as server,
-            _guarded(guard, adapter, policy, metrics, stop, leading.is_set, **guard_settings),
-        ):
-            server.set_ready(True)
-            binder.run(stop, leading=leading.is_set)
-        lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
-        return
     elector = LeaderElector(
         ApiLeaseClient(client, lease_namespace, lease_name),
         identity,
         namespace=lease_namespace,
         name=lease_name,
     )
+    readiness = Readiness(READY_CONDITION)
+    binder.readable_listeners.append(lambda ok: readiness.set(READY_CONDITION, ok))
+    # The API server answers again: the Lease is tried at once, not after its period.
+    binder.readable_listeners.append(lambda ok: elector.poke() if ok else None)
+    if leader_elect:
+        lease = threading.Thread(
+            target=elector.run,
+            args=(started_leading, stopped_leading, stop),
+            name="leader-election",
+            daemon=True,
+        )
+        lease.start()
+        with (
+            MetricsServer(metrics, port=metrics_port, readiness=readiness),
+            _guarded(guard, adapter, policy, metrics, stop, leading.is_set, **guard_settings),
+        ):
+            binder.run(stop, leading=leading.is_set)
+        lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
+        return
     on_demand = LeaseOnDemand(elector)
     lease = threading.Thread(target=on_demand.run, args=(stop,), name="lease", daemon=True)
     lease.start()
     with (
-        MetricsServer(metrics, port=metrics_port) as server,
+        MetricsServer(metrics, port=metrics_port, readiness=readiness),
         # without leader election there is no standby: this guard acts
         _guarded(guard, adapter, policy, metrics, stop, lambda: True, **guard_settings),
     ):
-        server.set_ready(True)
         binder.run(stop, leading=lambda: on_demand.held, want_lease=on_demand.want)
     lease.join(timeout=5)
 

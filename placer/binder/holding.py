@@ -292,6 +292,13 @@ class Holding:
         every minute or sooner."""
         return frozenset(s for s in shards if self.left_out.get(s, 0) % EXPLAIN_AGAIN == 0)
 
+    def retry_now(self) -> None:
+        """The cluster answers again (or this binder leads again): the shards whose writes
+        failed meanwhile are tried at the next step, not after the backoff their failures
+        built up while nothing could be written. Shards the solver left out keep theirs."""
+        for shard in [s for s in self.retry if s not in self.left_out]:
+            del self.retry[shard]
+
     def backoff(self, shard: str, now: float, immediate: bool = False) -> None:
         attempts = self.retry.get(shard, (0, now))[0] + 1
         delay = self.config.retry_base_seconds * 2 ** (attempts - 1)

@@ -54,7 +54,7 @@ from placer.binder.refusals import Refusals
 from placer.binder.reporting import LABEL_ATTEMPTS, Reporter
 from placer.binder.solving import Solving, placements, unplaced
 from placer.binder.writing import Writer, written
-from placer.kube.adapter import EventType, KubeAdapter
+from placer.kube.adapter import EventType, KubeAdapter, KubeApiError
 from placer.kube.objects import gate_names
 from placer.metrics import Metrics
 from solver.warm import Warm
@@ -80,6 +80,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+WATCH_RETRY_MAX_SECONDS = 2.0
+"""The longest wait between two attempts to list the cluster again after a watch broke: the
+binder is back within this of the API server's return."""
+
 STEP_INTERVAL = 0.1
 """Shortest time between two steps that a watch event starts: a step rebuilds the snapshot of
 the whole cluster, and a rollout's pods arrive faster than that is worth doing."""
@@ -102,6 +106,12 @@ class Binder:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.cache = ClusterCache(adapter, self.config.namespace)
+        self.readable_listeners: list[Callable[[bool], None]] = []
+        """Told when the cluster becomes readable and when it stops being so (readiness)."""
+        self.cache.on_readable = self._readable
+        self.cache.on_expired = lambda what: self.metrics.watch_expired.labels(
+            watch="nodes" if what.startswith("node") else "pods"
+        ).inc()
         self.pdbs = (
             PdbManager(adapter, policy, self.config.enforce, self.config.namespace)
             if self.config.manage_pdbs
@@ -170,6 +180,13 @@ class Binder:
             self.reporter,
             self._leads,
         )
+
+    def _readable(self, readable: bool) -> None:
+        self.metrics.cluster_readable.set(1 if readable else 0)
+        if not readable:
+            self.metrics.cluster_unreadable.inc()
+        for listener in self.readable_listeners:
+            listener(readable)
 
     def _leads(self) -> bool:
         """Whether this binder leads now (``run`` replaces ``_leading``; the parts ask here)."""
@@ -364,38 +381,49 @@ class Binder:
             return self.cache.poll(timeout, on_event=wake.set)
 
         watchers = [
-            threading.Thread(target=self._follow, args=(stop, poll), name=name, daemon=True)
-            for name, poll in (
-                ("pod-watch", follow_pods),
-                ("node-watch", self.cache.poll_nodes),
+            threading.Thread(target=self._follow, args=(stop, poll, relist), name=name, daemon=True)
+            for name, poll, relist in (
+                ("pod-watch", follow_pods, self.cache.resync),
+                ("node-watch", self.cache.poll_nodes, self.cache.refresh_nodes),
             )
         ]
-        self.cache.resync()
+        self._first_list(stop)
         for watcher in watchers:
             watcher.start()
         self.follow_nodes = True
         self.background.start()
         was_leading = False
         streaming = False
+        recoveries = self.cache.recoveries
         try:
             while not stop.is_set():
                 if not leading():
                     was_leading = False
                     if want_lease is not None:
                         want_lease(self.has_work())
-                    _sleep(1.0 if want_lease is None else 0.2, wake, stop)
+                    _sleep(0.2, wake, stop)  # a Lease taken is acted on at once
                     wake.clear()
                     continue
-                if not was_leading:
-                    self._resync()  # a new leader trusts nothing it saw as a standby
-                    was_leading = True
                 wake.clear()
                 now = self.clock()
                 try:
+                    if not was_leading:
+                        self._resync()  # a new leader trusts nothing it saw as a standby
+                        was_leading = True
+                        self.holding.retry_now()
+                    if self.cache.recoveries != recoveries:
+                        recoveries = self.cache.recoveries
+                        self.holding.retry_now()  # what failed while unreadable goes now
                     report = self._plan(now, streaming=streaming or self.enforcer.busy, quiet=True)
                     self._finish(report, now)
                     self._reconcile_pdbs(now, report)
                     streaming = report.solve_status is not None
+                except KubeApiError as exc:
+                    # The cluster cannot be read (said once, by the cache): no decision is
+                    # made until a list succeeds, tried again every retry_base_seconds.
+                    log.debug("step: the cluster cannot be read: %s", exc)
+                    self._finish(StepReport(), now)
+                    report = StepReport(next_step_in=self.config.retry_base_seconds)
                 except Exception:
                     log.exception("step failed; retrying")
                     report = StepReport(next_step_in=self.config.retry_base_seconds)
@@ -418,19 +446,40 @@ class Binder:
             for watcher in watchers:
                 watcher.join(timeout=2)  # daemons: a watch blocked on the network dies with us
 
-    def _follow(self, stop: threading.Event, poll: Callable[[int], int]) -> None:
+    def _first_list(self, stop: threading.Event) -> None:
+        """The first list, tried until it succeeds (the API server may be restarting as
+        the binder starts): not ready until then, and no crash loop meanwhile."""
+        delay = self.config.retry_base_seconds
+        while True:
+            try:
+                self.cache.resync()
+                return
+            except KubeApiError:
+                if stop.wait(delay):
+                    raise
+                delay = min(2 * delay, WATCH_RETRY_MAX_SECONDS)
+
+    def _follow(
+        self, stop: threading.Event, poll: Callable[[int], int], relist: Callable[[], None]
+    ) -> None:
+        """Follow one watch; when it breaks, the cache is lost and listed again (``relist``)
+        every second, doubling to ``WATCH_RETRY_MAX_SECONDS``, until the server answers."""
+        delay = 0.0
         while not stop.is_set():
             started = time.monotonic()
             try:
+                if delay:
+                    relist()
                 poll(30)
             except Exception as exc:
-                log.warning("watch failed: %s; resyncing", exc)
-                stop.wait(1.0)
-                try:
-                    self.cache.resync()
-                except Exception as again:
-                    log.warning("resync failed: %s", again)
+                if self.cache.lost is None:
+                    self.cache.lose(f"{threading.current_thread().name} failed: {exc}")
+                else:
+                    log.debug("%s: still failing: %s", threading.current_thread().name, exc)
+                delay = min(2 * delay, WATCH_RETRY_MAX_SECONDS) if delay else 1.0
+                stop.wait(delay)
                 continue
+            delay = 0.0
             if time.monotonic() - started < 1.0:
                 stop.wait(0.2)  # a watch that ends at once must not spin
 

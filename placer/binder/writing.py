@@ -30,6 +30,12 @@ def written(placement: Placement, batch: str) -> dict[str, str]:
     return {ROLE_ANNOTATION: placement.role, BATCH_ANNOTATION: batch}
 
 
+def unknown_outcome(status: int) -> bool:
+    """A write the server may have made though it did not say so: no answer (0), or an
+    answer from inside it (5xx, e.g. its storage timed out after the write was sent)."""
+    return status == 0 or status >= 500
+
+
 def _why(role: str, shard: str, batch: Text) -> str:
     return f"{role} of shard {shard}; {batch}"
 
@@ -88,6 +94,7 @@ class Writer:
                 result = self.enforce(p, job.batch, detail, outcome)
             except Exception as exc:  # whether it landed is unknown: a re-solve finds out
                 log.exception("enforce pod=%s node=%s failed", by_key_name(p.key), p.node)
+                self.cache.lose(f"write of {by_key_name(p.key)} failed: {exc}")
                 self.cache.forget_assumed(p.key)
                 outcome.failed.append((by_key_name(p.key), f"error: {type(exc).__name__}: {exc}"))
                 outcome.error = exc
@@ -159,6 +166,9 @@ class Writer:
             )
             status, message = patched.status, patched.message
             gone = patched.outcome is PatchOutcome.GONE
+        if reason == "error" and unknown_outcome(status):
+            what = "binding" if self.config.enforce == "bind" else "pin"
+            self.cache.lose(f"{what} of {by_key_name(key)} unanswered: {message}")
         self.cache.forget_assumed(key)
         return self.failed(key, node, reason, status, message, gone, outcome)
 

@@ -563,7 +563,9 @@ class KubernetesAdapter:
         """Paged list (``limit``/``continue``, as kubectl does) so huge clusters stream in chunks.
 
         The resourceVersion of the first page is the list's: the pages are one consistent
-        snapshot. A continue token that expired mid-list (410) restarts the list once.
+        snapshot. A continue token that expired mid-list (410: etcd compacted past the list's
+        version meanwhile) restarts the list once, whole, in one page, as client-go's pager
+        does: pages again could expire again for as long as compactions outpace them.
         """
         for attempt in (1, 2):
             items: list[dict[str, Any]] = []
@@ -571,7 +573,9 @@ class KubernetesAdapter:
             token: str | None = None
             try:
                 while True:
-                    raw = self._list_page(kind, namespace, label_selector, field_selector, token)
+                    raw = self._list_page(
+                        kind, namespace, label_selector, field_selector, token, attempt == 1
+                    )
                     page = json_text.loads(raw)
                     items.extend(
                         _with_kind(item, kind, API_VERSIONS[kind])
@@ -598,11 +602,12 @@ class KubernetesAdapter:
         label_selector: str | None,
         field_selector: str | None,
         token: str | None,
+        paged: bool = True,
     ) -> bytes:
         common: dict[str, Any] = {
             "label_selector": label_selector,
             "field_selector": field_selector,
-            "limit": self.page_size,
+            "limit": self.page_size if paged else None,
             "_continue": token,
             "_preload_content": False,
             "_request_timeout": self.list_timeout,
@@ -698,7 +703,11 @@ class KubernetesAdapter:
             else:
                 resp = _raw(self.core.list_pod_for_all_namespaces(**common))
         except Exception as exc:
-            raise KubeApiError(action, *_failure(exc)) from exc
+            status, message = _failure(exc)
+            # 410 as the response itself, not an event in the stream: the same "list again"
+            raise (WatchExpired if status == 410 else KubeApiError)(
+                action, status, message
+            ) from exc
         try:
             buffer = b""
             for chunk in resp.stream(64 * 1024, decode_content=True):

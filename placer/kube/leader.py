@@ -34,12 +34,18 @@ class LeaderConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     jitter: float = 1.2
+    watch_period: float = 0.5
+    """How often a standby reads a Lease another holds: it sees the holder's last renewal
+    within this, and takes over within ``lease_duration`` + this of it (a round is due the
+    moment the Lease expires by its clock). client-go reads it every ``retry_period``."""
 
     def __post_init__(self) -> None:
         if self.retry_period <= 0:
             raise ValueError("retry_period must be positive")
         if self.renew_deadline <= self.jitter * self.retry_period:
             raise ValueError("renew_deadline must exceed jitter * retry_period")
+        if self.watch_period <= 0:
+            raise ValueError("watch_period must be positive")
         if self.lease_duration <= self.renew_deadline:
             raise ValueError(
                 "lease_duration must exceed renew_deadline, or two leaders could overlap"
@@ -202,7 +208,9 @@ class LeaderElector:
         self.wall_clock = wall_clock
         self._observed_version: str | None = None
         self._observed_at = 0.0
+        self._observed_duration = self.config.lease_duration
         self._leader = threading.Event()
+        self._poked = threading.Event()
         self.holder: str | None = None  # last holder seen in the Lease
         self._last_error: str | None = None
 
@@ -215,7 +223,43 @@ class LeaderElector:
         if version != self._observed_version:
             self._observed_version = version
             self._observed_at = self.clock()
-        self.holder = (lease.get("spec") or {}).get("holderIdentity") or None
+        spec = lease.get("spec") or {}
+        self.holder = spec.get("holderIdentity") or None
+        self._observed_duration = float(
+            spec.get("leaseDurationSeconds") or self.config.lease_duration
+        )
+
+    def expires_in(self) -> float | None:
+        """Seconds until the Lease another candidate holds expires by our clock; None when no
+        other holder was seen."""
+        if self.holder is None or self.holder == self.identity:
+            return None
+        return self._observed_at + self._observed_duration - self.clock()
+
+    def next_round_in(self) -> float:
+        """Seconds to the next round: the retry period (with jitter when not leading), or,
+        while another holds the Lease, ``watch_period`` and never past its expiry."""
+        config = self.config
+        if self.is_leader:
+            return config.retry_period
+        period = config.retry_period * (1 + random.random() * (config.jitter - 1))
+        expires = self.expires_in()
+        if expires is not None:  # a standby: watch closely, and be there at expiry
+            period = min(period, config.watch_period, max(expires, 0.0) + 0.01)
+        return period
+
+    def poke(self) -> None:
+        """Try a round now (the API server answers again) rather than after the period."""
+        self._poked.set()
+
+    def _wait(self, seconds: float, stop_event: threading.Event) -> None:
+        deadline = self.clock() + seconds
+        while not (stop_event.is_set() or self._poked.is_set()):
+            left = deadline - self.clock()
+            if left <= 0:
+                break
+            self._poked.wait(min(left, 0.1))
+        self._poked.clear()
 
     def try_acquire_or_renew(self) -> bool:
         """One round: True if this candidate holds the Lease afterwards."""
@@ -339,10 +383,7 @@ class LeaderElector:
                     log.warning("leader election: %s lost lease %s", self.identity, self.name)
                     self._leader.clear()
                     on_stopped()
-                period = config.retry_period
-                if not self.is_leader:
-                    period *= 1 + random.random() * (config.jitter - 1)
-                stop_event.wait(period)
+                self._wait(self.next_round_in(), stop_event)
         finally:
             if self.is_leader:
                 self._leader.clear()

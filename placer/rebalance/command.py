@@ -32,7 +32,13 @@ from placer.commands.options import (
 from placer.inputs.content import require_running
 from placer.output import render
 from placer.rebalance.apply import apply_changes, label_values
-from placer.rebalance.events import record_actions, record_run, run_failed, run_summary
+from placer.rebalance.events import (
+    record_actions,
+    record_run,
+    record_unanswered,
+    run_failed,
+    run_summary,
+)
 from placer.rebalance.report import print_table, push_gauges, with_reasons
 from placer.redis.reading import reading_warnings, roles_document
 from solver.changes import after_changes, change_list, limit_changes
@@ -284,6 +290,8 @@ def command(
         if report_configmap:
             ns, _, name = report_configmap.partition("/")
             adapter.write_configmap(ns, name, {"report.json": json.dumps(result, indent=2)})
+    if apply_ and adapter is not None and reading is not None:
+        record_unanswered(adapter, snapshot, reading)
     if apply_ and adapter is not None:
         record_run(adapter, run_summary(result, remaining_hard), run_failed(result))
     if pushgateway:

@@ -57,6 +57,24 @@ def record_actions(adapter: Any, snapshot: Snapshot, actions: Sequence[Mapping[s
     return written
 
 
+def record_unanswered(adapter: Any, snapshot: Snapshot, reading: Any) -> int:
+    """A Warning Event on each pod whose Redis did not answer ``CLUSTER NODES`` (a
+    ``RoleReading``'s ``unreachable``): its labelled role was kept and nothing was planned
+    from what it would have said. Returns how many were written."""
+    pods = {m.key: m.pod for m in [*snapshot.members, *snapshot.skipped_members]}
+    said = {i.object.removeprefix("pod "): i.message for i in reading.issues}
+    written = 0
+    for key in reading.unreachable:
+        pod = pods.get(key)
+        if pod is None:
+            continue
+        why = said.get(key, "CLUSTER NODES not read; label role kept")
+        obj = {"metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}
+        message = f"redis-placer rebalance: Redis did not answer: {why}"
+        written += _record(adapter, obj, "RedisUnanswered", message, "Warning")
+    return written
+
+
 def record_run(adapter: Any, summary: str, failed: bool) -> bool:
     """One Event on the run's own pod (``POD_NAME`` / ``POD_NAMESPACE``), when it has one."""
     name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")

@@ -183,7 +183,7 @@ class Process:
     popen: subprocess.Popen[bytes] | None = None
 
     def start(self, env: Mapping[str, str] | None = None) -> None:
-        log = self.log_path.open("wb")
+        log = self.log_path.open("ab")  # a restart adds to the same log
         try:
             self.popen = subprocess.Popen(
                 self.args,
@@ -260,6 +260,17 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None 
         return False
 
 
+def _etcd_post(url: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """One call to etcd's JSON gateway on loopback (never through a proxy)."""
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
+
+
 def _etcd_supports(binary: Path, flag: str) -> bool:
     try:
         out = subprocess.run(
@@ -288,6 +299,9 @@ class ControlPlane:
     etcd_port: int = 0
     processes: list[Process] = field(default_factory=list)
     pki: Pki | None = None
+    apiserver_extra: tuple[str, ...] = ()
+    """Flags added to kube-apiserver's own (``start_apiserver`` can change them)."""
+    _apiserver_args: list[str] = field(default_factory=list, repr=False)
 
     @property
     def url(self) -> str:
@@ -351,39 +365,34 @@ class ControlPlane:
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         tokens.chmod(0o600)
         self.api_port = free_port()
+        self._apiserver_args = [
+            str(self.assets / "kube-apiserver"),
+            f"--etcd-servers={client_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--cert-dir={self.workdir / 'apiserver'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--token-auth-file={tokens}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+        ]
         apiserver = Process(
             "kube-apiserver",
-            [
-                str(self.assets / "kube-apiserver"),
-                f"--etcd-servers={client_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.api_port}",
-                f"--cert-dir={self.workdir / 'apiserver'}",
-                f"--tls-cert-file={pki.serving_cert}",
-                f"--tls-private-key-file={pki.serving_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--disable-admission-plugins=ServiceAccount",
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-            ],
+            [*self._apiserver_args, *self.apiserver_extra],
             self.workdir / "kube-apiserver.log",
         )
         self.processes.append(apiserver)
         apiserver.start(env)
-        context = ssl.create_default_context(cafile=str(pki.ca_cert))
-        wait_until(
-            lambda: _http_ok(f"{self.url}/readyz", context, self.token),
-            "kube-apiserver /readyz",
-            self.startup_timeout,
-            [etcd, apiserver],
-        )
+        self._wait_apiserver_ready()
         self._write_kubeconfig()
 
         scheduler_bin = self.assets / "kube-scheduler"
@@ -394,6 +403,90 @@ class ControlPlane:
             self._start_scheduler(scheduler_bin, env)
         if self.with_controller_manager:
             self.start_controller_manager()
+
+    # -- stopping and starting etcd and the API server in place (fault drills) --------------
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    def _process(self, name: str) -> Process:
+        found = [p for p in self.processes if p.name == name]
+        assert found, f"{name} was never started"
+        return found[-1]
+
+    def apiserver_ready(self) -> bool:
+        """Whether kube-apiserver's /readyz answers 200 now (False when it does not answer)."""
+        assert self.pki is not None
+        context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        try:
+            return _http_ok(f"{self.url}/readyz", context, self.token)
+        except (OSError, ssl.SSLError):
+            return False
+
+    def _wait_apiserver_ready(self) -> None:
+        wait_until(
+            self.apiserver_ready,
+            "kube-apiserver /readyz",
+            self.startup_timeout,
+            [self._process("etcd"), self._process("kube-apiserver")],
+            interval=0.1,
+        )
+
+    def stop_apiserver(self, kill: bool = False) -> None:
+        """Stop kube-apiserver (SIGTERM, as an upgrade does; ``kill``: SIGKILL), by its pid."""
+        process = self._process("kube-apiserver")
+        assert process.popen is not None
+        if kill:
+            process.popen.kill()
+            process.popen.wait(timeout=30)
+        else:
+            process.stop(timeout=30)
+
+    def start_apiserver(self, extra: Sequence[str] | None = None) -> float:
+        """Start kube-apiserver again on the same port, etcd and certificates (with ``extra``
+        flags instead of ``apiserver_extra`` when given); returns when /readyz first answered
+        200 (``time.time()``)."""
+        process = self._process("kube-apiserver")
+        assert not process.alive(), "kube-apiserver is running"
+        if extra is not None:
+            self.apiserver_extra = tuple(extra)
+        process.args = [*self._apiserver_args, *self.apiserver_extra]
+        process.start(self._env())
+        self._wait_apiserver_ready()
+        return time.time()
+
+    def etcd_ready(self) -> bool:
+        try:
+            return _http_ok(f"{self.etcd_url}/health")
+        except OSError:
+            return False
+
+    def stop_etcd(self) -> None:
+        """Stop etcd (SIGTERM), keeping its data folder."""
+        self._process("etcd").stop(timeout=30)
+
+    def start_etcd(self) -> float:
+        """Start etcd again on the same ports and data folder; returns when /health answered
+        200 (``time.time()``)."""
+        process = self._process("etcd")
+        assert not process.alive(), "etcd is running"
+        process.start(self._env())
+        wait_until(self.etcd_ready, "etcd", self.startup_timeout, [process], interval=0.1)
+        return time.time()
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (its JSON gateway: a range read of one key)."""
+        answer = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": "AA==", "limit": 1})
+        return int(answer["header"]["revision"])
+
+    def etcd_compact(self, revision: int | None = None) -> int:
+        """Compact etcd's history up to ``revision`` (default: the current one): a watch from
+        a version before it then ends with 410 Gone where the API server watches etcd itself.
+        Returns the revision compacted to."""
+        target = revision if revision is not None else self.etcd_revision()
+        _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": str(target)})
+        return target
 
     @property
     def controller_manager_binary(self) -> Path | None:
