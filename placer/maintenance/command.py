@@ -24,6 +24,13 @@ from placer.output import render
 EXIT_NOT_SAFE = 1
 
 
+def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
+    """The live cluster's adapter (a seam for tests, as rebalance has)."""
+    from placer.inputs.live import LIVE_ONLY, connect
+
+    return connect(kubeconfig, context, instead=LIVE_ONLY)
+
+
 def _nodes(view: Any, names: tuple[str, ...], zones: tuple[str, ...]) -> list[str]:
     known = {n.name: n for n in view.snapshot.nodes}
     for name in names:
@@ -105,14 +112,13 @@ def _run(
     prepare: bool,
     cordon: bool,
 ) -> None:
-    from placer.inputs.live import connect
     from placer.maintenance.guard import Guard
     from placer.maintenance.reading import read_guard_view
     from solver.handover import plan_maintenance
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     policy = read_policy(policy_path)
-    adapter = connect(kubeconfig, context)
+    adapter = make_adapter(kubeconfig, context)
     port = redis_port or policy.redis.port
     view = read_guard_view(adapter, policy, port=port)
     for problem in view.problems:
