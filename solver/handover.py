@@ -163,9 +163,12 @@ def judge_disruption(
     pod: str,
     health: Mapping[str, MemberHealth],
     going: Collection[str] = (),
+    handing_over: Collection[str] = (),
 ) -> Disruption:
     """May ``pod`` stop now? ``going``: the other pods the same maintenance will stop (a
-    cordoned node's, a zone's), so a successor is never chosen among them.
+    cordoned node's, a zone's), so a successor is never chosen among them. ``handing_over``:
+    masters whose handover is asked for and not done; their replicas stay until it is (two
+    StatefulSets rolled at once delete a master and its replica together).
 
     - a pod the policy does not manage, or a shard of one, goes (nothing to hand over);
     - while another member of its shard is not Ready, not in sync or going too, it waits;
@@ -188,6 +191,11 @@ def judge_disruption(
             shard=key,
         )
     if member.role != Role.MASTER:
+        master = next((m.key for m in shard if m.role == Role.MASTER), None)
+        if master is not None and master in handing_over:
+            return Disruption(
+                pod, "wait", f"its master {master} is handing shard {key} over first", shard=key
+            )
         return Disruption(pod, "allow", f"a replica of shard {key}; its master serves", shard=key)
     successor = choose_successor(snapshot, policy, member, others_going, health)
     if successor is None:

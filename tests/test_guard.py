@@ -226,3 +226,17 @@ def test_the_webhook_answers_over_tls(tmp_path: Path) -> None:
             with urllib.request.urlopen(req, context=context, timeout=10) as resp:
                 answer = json.loads(resp.read())
             assert answer["response"]["allowed"] is allowed
+
+
+def test_a_replica_stays_while_its_master_hands_over(redis_cluster: RedisClusterHarness) -> None:
+    """OT rolls its leader and follower StatefulSets at once: leader-k's delete asks for a
+    handover, follower-k's (the successor) must wait for it."""
+    h = redis_cluster
+    adapter, _ = _cluster(h)
+    guard = _guard(h, adapter)
+    assert not guard.admit("default", "s2-m").allowed
+    replica = guard.admit("default", "s2-r")
+    assert not replica.allowed and "handing shard default/cache/2 over first" in replica.message
+    guard.step(leading=True)
+    h.wait_healthy()
+    assert guard.admit("default", "s2-m").allowed  # a replica now

@@ -244,3 +244,15 @@ def test_candidates_are_checked_exhaustively_on_tiny_shards() -> None:
     chosen = choose_successor(snap, Policy(), member, (), _healthy(snap))
     assert chosen is not None
     assert _zone_losses(snap, (masters - {member.key}) | {chosen.pod}, {member.key}) == best
+
+
+def test_a_replica_waits_while_its_master_hands_over_to_it() -> None:
+    """Two StatefulSets rolled at once ask for a master and its replica together: the replica
+    stays until the master's role is handed over."""
+    snap = five_shards()
+    health = _healthy(snap)
+    waiting = judge_disruption(
+        snap, Policy(), "default/s1-1", health, handing_over={"default/s1-0"}
+    )
+    assert waiting.kind == "wait" and "handing shard default/cache/s1 over" in waiting.reason
+    assert judge_disruption(snap, Policy(), "default/s1-1", health).kind == "allow"

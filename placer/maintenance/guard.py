@@ -142,7 +142,9 @@ class Guard:
         if member is None or key in view.deleting:
             return Admission(True)
         going = view.going_pods() | {key}
-        decision = judge_disruption(view.snapshot, self.policy, key, view.health, going)
+        decision = judge_disruption(
+            view.snapshot, self.policy, key, view.health, going, self._handing_over(view)
+        )
         now = self._clock()
         if decision.kind == "allow":
             with self._lock:
@@ -173,6 +175,15 @@ class Guard:
                 f"{self.max_hold_s:g}s at most)"
             ),
         )
+
+    def _handing_over(self, view: GuardView) -> set[str]:
+        """Masters whose handover is asked for (here or on the pod) and not done."""
+        with self._lock:
+            wanted = set(self._wanted)
+        for key, obj in view.pods.items():
+            if HANDOVER_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
+                wanted.add(key)
+        return {m.key for m in view.snapshot.members if m.key in wanted and m.role == Role.MASTER}
 
     def _want(self, view: GuardView, key: str) -> None:
         """Record the handover on the pod for whichever replica leads, and wake this one's loop."""

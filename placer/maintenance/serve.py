@@ -18,6 +18,8 @@ from placer.maintenance.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 
+RENEW_EVERY_S = 6 * 3600.0
+
 
 @dataclass(frozen=True)
 class GuardSettings:
@@ -30,6 +32,13 @@ class GuardSettings:
     redis_port: int | None = None
 
 
+@dataclass(frozen=True)
+class RunningGuard:
+    guard: Guard
+    port: int
+    """The webhook's port (the one asked for, or the one given for 0)."""
+
+
 @contextmanager
 def running_guard(
     adapter: Any,
@@ -38,18 +47,23 @@ def running_guard(
     settings: GuardSettings,
     stop: threading.Event,
     leading: Callable[[], bool],
-) -> Iterator[Guard]:
+) -> Iterator[RunningGuard]:
     """Serving material from the guard's Secret (made on first start), the webhook, the loop."""
     from placer.maintenance.certs import ensure_serving_material
 
-    material = ensure_serving_material(
-        adapter,
-        namespace=settings.namespace,
-        secret_name=settings.secret,
-        service_name=settings.service,
-        webhook_name=settings.webhook,
-        directory=Path(tempfile.mkdtemp(prefix="redis-placer-guard-")),
-    )
+    directory = Path(tempfile.mkdtemp(prefix="redis-placer-guard-"))
+
+    def serving() -> Any:
+        return ensure_serving_material(
+            adapter,
+            namespace=settings.namespace,
+            secret_name=settings.secret,
+            service_name=settings.service,
+            webhook_name=settings.webhook,
+            directory=directory,
+        )
+
+    material = serving()
     guard = Guard(
         adapter,
         policy,
@@ -63,13 +77,23 @@ def running_guard(
         cert_file=str(material.cert_file),
         key_file=str(material.key_file),
         port=settings.webhook_port,
-    ):
-        log.info(
-            "guard: webhook on :%d, holds at most %gs", settings.webhook_port, settings.max_hold_s
-        )
+    ) as server:
+
+        def renew() -> None:
+            """Within 30 days of its end the certificate is renewed (by whichever replica
+            comes first) and served from the next connection on."""
+            while not stop.wait(RENEW_EVERY_S):
+                try:
+                    fresh = serving()
+                    server.reload(str(fresh.cert_file), str(fresh.key_file))
+                except Exception as exc:  # the current certificate serves on
+                    log.warning("guard: serving certificate not renewed: %s", exc)
+
+        log.info("guard: webhook on :%d, holds at most %gs", server.port, settings.max_hold_s)
         loop.start()
+        threading.Thread(target=renew, name="guard-certificate", daemon=True).start()
         try:
-            yield guard
+            yield RunningGuard(guard, server.port)
         finally:
             guard.wake.set()
             loop.join(timeout=5)

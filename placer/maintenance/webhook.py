@@ -120,10 +120,15 @@ class WebhookServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert_file, key_file)
+        self._context = context
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="guard-webhook", daemon=True
         )
+
+    def reload(self, cert_file: str, key_file: str) -> None:
+        """Serve a renewed certificate from the next connection on."""
+        self._context.load_cert_chain(cert_file, key_file)
 
     @property
     def port(self) -> int:
