@@ -186,14 +186,25 @@ def command() -> None:
     """Before draining nodes or a zone: whether it is safe, and the master handovers first."""
 
 
+def _common(fn: Any) -> Any:
+    """The nodes and the options ``check`` and ``prepare`` share."""
+    for option in reversed(
+        (
+            _node_args,
+            _zone_option,
+            _policy_option,
+            context_option,
+            kubeconfig_option,
+            _port_option,
+            _output_option,
+        )
+    ):
+        fn = option(fn)
+    return fn
+
+
 @command.command("check")
-@_node_args
-@_zone_option
-@_policy_option
-@context_option
-@kubeconfig_option
-@_port_option
-@_output_option
+@_common
 def check(
     nodes: tuple[str, ...],
     zones: tuple[str, ...],
@@ -212,13 +223,7 @@ def check(
 
 
 @command.command("prepare")
-@_node_args
-@_zone_option
-@_policy_option
-@context_option
-@kubeconfig_option
-@_port_option
-@_output_option
+@_common
 @click.option(
     "--cordon/--no-cordon",
     default=True,
