@@ -24,7 +24,7 @@ from placer.commands.options import (
 )
 from placer.inputs.content import ALLOW
 from placer.output import render
-from solver.check import master_quorum_warnings
+from solver.check import final_placement, keep_plan, master_quorum_warnings
 from solver.drill import (
     Outage,
     absent_nodes,
@@ -161,6 +161,14 @@ def _redis_facts(
     return snapshot, offsets, served_slots(views), [*reading_warnings(reading), *unread]
 
 
+def unlabelled_nodes(snapshot: Snapshot, plan: Plan | None, level: Level) -> list[str]:
+    """The nodes of the drilled placement holding Redis pods without the level's label."""
+    placed = final_placement(snapshot, plan if plan is not None else keep_plan(snapshot))
+    held = {name for name, _ in placed.values() if name is not None}
+    nodes = snapshot.node_by_name
+    return sorted(n for n in held if n in nodes and nodes[n].domain(level) is None)
+
+
 def nothing_drilled(report: DrillReport, plan: Plan | None, level: Level | None) -> str:
     """Why the drill has nothing to judge, or "" when it has."""
     if report.members == 0:
@@ -294,6 +302,7 @@ def command(
         update={
             "skipped": [*report.skipped, *unread],
             "warnings": [*plan_warnings, *master_quorum_warnings(snapshot, policy)],
+            "unlabelled": unlabelled_nodes(snapshot, plan, checked) if checked else [],
         }
     )
     nothing = nothing_drilled(report, plan, checked)

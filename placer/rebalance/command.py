@@ -43,7 +43,8 @@ from placer.rebalance.report import print_table, push_gauges, with_reasons
 from placer.redis.reading import reading_warnings, roles_document
 from solver.changes import after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
-from solver.check import master_quorum_warnings
+from solver.check import keep_plan, master_quorum_warnings
+from solver.survival import survival_verdicts
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
     from placer.redis.access import Dialer
@@ -296,18 +297,27 @@ def command(
         record_run(adapter, run_summary(result, remaining_hard), run_failed(result))
     if pushgateway:
         push_gauges(pushgateway, before, remaining_hard, broken)
+    # With no violation, whether each level could be judged at all (nodes without its label).
+    verdicts = [] if before else survival_verdicts(snapshot, policy, keep_plan(snapshot), True)
     if output == "table":
         print_table(
-            result, reading, before, changes, remaining_hard, skipped, (max_moves, max_failovers)
+            result,
+            reading,
+            before,
+            changes,
+            remaining_hard,
+            skipped,
+            (max_moves, max_failovers),
+            verdicts,
         )
     elif output in ("html", "map"):
         from placer.output.pictures import rebalance_picture
-        from solver.check import keep_plan, worst_domain_loss
+        from solver.check import worst_domain_loss
 
         running = keep_plan(snapshot)
         losses = worst_domain_loss(snapshot, policy, running)
         picture = rebalance_picture(
-            running, before, losses, plan, snapshot, changes, output, skipped
+            running, before, losses, plan, snapshot, changes, output, skipped, verdicts
         )
         click.echo(picture)
     else:
