@@ -7,6 +7,7 @@ import yaml
 
 from models.drill import DrillReport
 from models.errors import InputError
+from models.identity.read import formation_replicas
 from models.plan import Plan, SkippedInput
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
@@ -148,7 +149,9 @@ def _redis_facts(
     dial = redis_dialer(snapshot, policy, adapter, redis_port, password_env, password_file)
     assert not isinstance(dial, str)  # not soft: unreadable credentials exit
     views = read_views(snapshot.members, dial)
-    snapshot, reading, _ = redis_roles(snapshot, dial, required=True, views=views)
+    snapshot, reading, _ = redis_roles(
+        snapshot, dial, required=True, views=views, replicas_per_shard=formation_replicas(policy)
+    )
     offsets, problems = replication_offsets(snapshot.members, dial)
     unread = [
         SkippedInput(

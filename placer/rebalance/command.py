@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from models.identity.read import formation_replicas
 from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
@@ -210,7 +211,12 @@ def command(
             from placer.redis.reading import redis_roles, unreachable_note
 
             progress("reading roles from Redis", None, None)
-            snapshot, reading, views = redis_roles(snapshot, dial, required=roles_from == "redis")
+            snapshot, reading, views = redis_roles(
+                snapshot,
+                dial,
+                required=roles_from == "redis",
+                replicas_per_shard=formation_replicas(policy),
+            )
             if reading is None:
                 roles_note = unreachable_note(views)
         relabel = bool(apply_ and reading is not None) if relabel is None else relabel
@@ -284,7 +290,9 @@ def command(
         if reading is not None:
             from placer.redis.reading import redis_roles
 
-            current, _, _ = redis_roles(current, dial, required=False)
+            current, _, _ = redis_roles(
+                current, dial, required=False, replicas_per_shard=formation_replicas(policy)
+            )
         audited = audit_violations(current, policy)
         result["auditAfter"] = [v.model_dump(by_alias=True) for v in audited]
         remaining_hard = [v for v in audited if v.severity == "hard"]
