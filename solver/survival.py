@@ -125,12 +125,21 @@ def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
     return _domains_with(snapshot.nodes, level, (n for n in running if n is not None))
 
 
-def _unlabelled(nodes: Iterable[Node], level: Level, running: Iterable[Node] = ()) -> set[str]:
+_unlabelled_seen: dict[Level, tuple[tuple[Node, ...], frozenset[str]]] = {}
+"""Per level, the last nodes asked about and those of them without the label that would take
+new pods but for it (the binder asks batch after batch about the same nodes)."""
+
+
+def _unlabelled(nodes: tuple[Node, ...], level: Level, running: Iterable[Node] = ()) -> set[str]:
     """The nodes without the level's label that would take new pods but for it, and those of
     ``running`` (holding Redis pods) without it: in which domain they are is unknown."""
-    found = {n.name for n in nodes if n.domain(level) is None and n.ready and not n.unschedulable}
-    found.update(n.name for n in running if n.domain(level) is None)
-    return found
+    kept = _unlabelled_seen.get(level)
+    if kept is None or kept[0] is not nodes:
+        open_ = frozenset(
+            n.name for n in nodes if n.domain(level) is None and n.ready and not n.unschedulable
+        )
+        kept = _unlabelled_seen[level] = (nodes, open_)
+    return set(kept[1]).union(n.name for n in running if n.domain(level) is None)
 
 
 def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
@@ -160,7 +169,7 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
         for level in levels:
             # Each node without the label may be a domain of its own: still an upper bound.
             held = _domains_with(snapshot.nodes, level, on)
-            held += len(unlabelled_open[level] | _unlabelled((), level, on))
+            held += len(unlabelled_open[level] | _unlabelled(snapshot.nodes, level, on))
             note = cannot_survive(cluster, len(sizes), dict(sizes), held, level)
             if note is not None:
                 found[level].append(note)
