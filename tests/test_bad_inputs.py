@@ -467,7 +467,7 @@ def test_bad_cluster_changes_nothing(
     case = CASES[name]
     kube = fake_cluster(case)
     pods, nodes = copy.deepcopy(kube.pods), copy.deepcopy(kube.nodes)
-    monkeypatch.setattr("placer.inputs.live.connect", lambda kubeconfig, context: kube)
+    monkeypatch.setattr("placer.inputs.live.connect", lambda kubeconfig, context, **_: kube)
     args = [*command]
     if case.policy:
         shutil.copy(CORPUS / case.policy, tmp_path / case.policy)
