@@ -100,6 +100,9 @@ class DrillReport(Wire):
     """Input issues, as a plan lists them."""
     warnings: list[str] = []
     """About the input in words, as a plan lists them (e.g. fewer than 3 masters)."""
+    unlabelled: list[str] = []
+    """Nodes holding Redis pods of the drilled placement without the drilled level's label:
+    which domain's loss takes them is unknown, so a domain that survives here may not."""
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)

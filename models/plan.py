@@ -90,11 +90,23 @@ class LevelVerdict(Wire):
     lost_already: list[str] = []
     """What is lost before any failure (a shard with no member alive, a cluster already short
     of a master majority): then nothing survives, and ``takes`` leaves these out."""
+    label: str = ""
+    """The node label that names this level's domains (policy topology)."""
+    unlabelled: list[str] = []
+    """Nodes without ``label`` that hold a Redis pod or would take new pods but for it: which
+    domain each is in is unknown, so no domain count here proves what a placement could do."""
+    unlabelled_running: list[str] = []
+    """Those of ``unlabelled`` that hold a Redis pod of the placement: their domain is unknown,
+    so the level cannot be judged survivable (a loss found among the known domains stands)."""
 
     @property
     def judged(self) -> bool:
-        """Something runs to judge: a Redis pod on a node of the snapshot, or a loss to name."""
-        return self.domains > 0 or bool(self.lost_already)
+        """Something runs to judge (a Redis pod on a node of the snapshot, or a loss to name),
+        and no Redis pod is on a node whose domain is unknown, unless a loss is found anyway:
+        an unknown level is neither survived nor broken."""
+        if self.lost_already or self.takes:
+            return True
+        return self.domains > 0 and not self.unlabelled_running
 
 
 class SkippedInput(Wire):

@@ -125,9 +125,30 @@ def _domains(snapshot: Snapshot, level: Level, members: list[Member]) -> int:
     return _domains_with(snapshot.nodes, level, (n for n in running if n is not None))
 
 
+_unlabelled_seen: dict[Level, tuple[tuple[Node, ...], frozenset[str]]] = {}
+"""Per level, the last nodes asked about and those of them without the label that would take
+new pods but for it (the binder asks batch after batch about the same nodes)."""
+
+
+def _unlabelled(nodes: tuple[Node, ...], level: Level, running: Iterable[Node] = ()) -> set[str]:
+    """The nodes without the level's label that would take new pods but for it, and those of
+    ``running`` (holding Redis pods) without it: in which domain they are is unknown."""
+    kept = _unlabelled_seen.get(level)
+    if kept is None or kept[0] is not nodes:
+        open_ = frozenset(
+            n.name for n in nodes if n.domain(level) is None and n.ready and not n.unschedulable
+        )
+        kept = _unlabelled_seen[level] = (nodes, open_)
+    return set(kept[1]).union(n.name for n in running if n.domain(level) is None)
+
+
 def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
     """Per level in use: for each Redis cluster no placement could keep through one domain's
-    loss, why and what would. One walk over each cluster's members serves every level."""
+    loss, why and what would. One walk over each cluster's members serves every level.
+
+    Where nodes the cluster runs on or could run on lack the level's label, the domains they
+    are in are unknown: each counts as a domain of its own, so that the count stays an upper
+    bound and "cannot" stays proven."""
     clusters: dict[str, list[Member]] = defaultdict(list)
     for m in (*snapshot.members, *snapshot.skipped_members):
         clusters[m.cluster].append(m)
@@ -136,6 +157,7 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
     if not levels:
         return found
     nodes: dict[str, Node] = snapshot.node_by_name
+    unlabelled_open = {level: _unlabelled(snapshot.nodes, level) for level in levels}
     for cluster, members in sorted(clusters.items()):
         sizes: dict[str, int] = defaultdict(int)
         running: set[str] = set()
@@ -145,7 +167,9 @@ def unsurvivable(snapshot: Snapshot, policy: Policy) -> dict[str, list[str]]:
                 running.add(m.pod.node_name)
         on = [nodes[name] for name in running]
         for level in levels:
+            # Each node without the label may be a domain of its own: still an upper bound.
             held = _domains_with(snapshot.nodes, level, on)
+            held += len(unlabelled_open[level] | _unlabelled(snapshot.nodes, level, on))
             note = cannot_survive(cluster, len(sizes), dict(sizes), held, level)
             if note is not None:
                 found[level].append(note)
@@ -172,19 +196,25 @@ def survival_verdicts(
     takes = domain_takes(snapshot, plan, levels) if may_take else Takes({}, [], {})
     before = _lost_texts(takes.dead_shards, takes.short)
     dead = set(takes.dead_shards)
+    held_names = {n.name for n in held_nodes}
     verdicts = []
     for level in levels:
         domains = len({n.domain(level) for n in held_nodes} - {None})
         taken = _beyond(takes.by_level.get(level, []), dead, takes.short)
+        unlabelled = sorted(_unlabelled(snapshot.nodes, level, held_nodes))
+        running_unlabelled = [name for name in unlabelled if name in held_names]
         verdicts.append(
             LevelVerdict(
                 level=level,
                 domains=domains,
-                survived=not taken and not before and domains > 0,
+                survived=not taken and not before and domains > 0 and not running_unlabelled,
                 severity="hard" if policy.rules.survive == level else "soft",
                 takes=taken,
                 cannot_survive=impossible.get(level, []),
                 lost_already=before,
+                label=policy.topology.key(level) or "",
+                unlabelled=unlabelled,
+                unlabelled_running=running_unlabelled,
             )
         )
     return verdicts

@@ -6,6 +6,7 @@ healthy report on stdout, and nothing written: no file, and no call that changes
 import copy
 import gzip
 import hashlib
+import html
 import json
 import os
 import random
@@ -40,6 +41,9 @@ class Case:
     stdin: bool = False
     pods_wanted: bool = False
     """Bad only for a command that judges Redis pods: ``headroom`` judges the nodes alone."""
+    code: int | None = 2
+    """The exit code; 2 is an input error, anything else a report whose cause is warned of
+    (None: the report's own verdict, 0 or 1, as the input reads)."""
 
 
 LIVE = ("",)
@@ -54,6 +58,13 @@ def refused(dump: str, *says: str, live: tuple[str, ...] | None = None) -> Case:
 def partial(dump: str, *says: str) -> Case:
     """An object that cannot be trusted: left out, the rest reported; the same in a cluster."""
     return Case(dump, says, fatal=False, live=LIVE)
+
+
+def warned(dump: str, *says: str, policy: str | None = None, code: int | None = 0) -> Case:
+    """Input the tool reads whole but cannot judge whole, or reads under a setting the input
+    contradicts: a ``warning:`` names the cause and the report goes on; the same in a
+    cluster."""
+    return Case(dump, says, policy=policy, fatal=False, live=LIVE, code=code)
 
 
 CASES = {
@@ -136,6 +147,20 @@ CASES = {
         "no-zone-labels.yaml",
         "cluster",
         "every node lacks the zone label 'topology.kubernetes.io/zone'",
+    ),
+    "one zone label missing": warned(
+        "one-zone-label-missing.yaml",
+        "node n2",
+        "label 'topology.kubernetes.io/zone' (zone) is missing",
+    ),
+    "replica count the pods contradict": warned(
+        "replicas-contradicted.yaml",
+        "statefulset default/rb-redis-cluster",
+        "9 pods",
+        "identity.replicasPerShard 1",
+        "set identity.replicasPerShard: 2",
+        policy="replicas-contradicted.policy.yaml",
+        code=None,
     ),
     "two masters in a shard": partial("two-masters.yaml", "shard default/r/0", "2 masters"),
     "missing shard label": partial(
@@ -249,15 +274,27 @@ def run_in(folder: Path, args: list[str], stdin: bytes | None = None) -> Result:
     return result
 
 
-def check_report(result: Result, case_says: tuple[str, ...], fatal: bool, args: list[str]) -> None:
-    assert result.exit_code == 2, (args, result.output)
+def check_report(
+    result: Result,
+    case_says: tuple[str, ...],
+    fatal: bool,
+    args: list[str],
+    code: int | None = 2,
+) -> None:
+    assert result.exit_code == code or (code is None and result.exit_code in (0, 1)), (
+        args,
+        result.output,
+    )
     assert "Traceback" not in result.output
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    kind = "error: " if code == 2 else "warning: "
+    errors = [line for line in result.stderr.splitlines() if line.startswith(kind)]
     assert errors, result.stderr
     assert any(all(s in line for s in case_says) for line in errors), (case_says, errors)
     for line in errors:  # on stderr only, never in the report
-        assert line.removeprefix("error: ") not in result.stdout, line
-    if fatal:
+        assert line.removeprefix(kind) not in result.stdout, line
+    if code != 2:
+        assert result.stdout, args
+    elif fatal:
         assert result.stdout == "" and len(result.stderr.splitlines()) == 1, result.output
     elif "json" in args:
         document = json.loads(result.stdout)
@@ -281,7 +318,68 @@ def test_bad_dump(tmp_path: Path, pair: tuple[str, list[str]]) -> None:
         stdin = (CORPUS / case.dump).read_bytes()
     else:
         args += ["-f", case.dump]
-    check_report(run_in(tmp_path, args, stdin), case.says, case.fatal, args)
+    check_report(run_in(tmp_path, args, stdin), case.says, case.fatal, args, case.code)
+
+
+UNLABELLED = {
+    "no-zone-labels.yaml": ("nodes n0, n1, n2", 2),
+    "one-zone-label-missing.yaml": ("node n2", 0),
+}
+"""Dumps whose nodes holding Redis pods lack the zone label: the nodes named, the exit code."""
+SAID_HEALTHY = (
+    "no violations\n",
+    "violations: none<",
+    "violations before: none<",
+    "survives losing one zone: yes",
+    "nothing to judge: no Redis pod is on a node",
+    "a third zone would",
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["audit"],
+        ["audit", "-o", "html"],
+        ["plan"],
+        ["plan", "-o", "html"],
+        ["rebalance"],
+        ["rebalance", "-o", "html"],
+        ["drill"],
+    ],
+    ids=" ".join,
+)
+@pytest.mark.parametrize("dump", UNLABELLED)
+def test_nodes_without_the_zone_label_are_named_first_and_never_healthy(
+    tmp_path: Path, dump: str, command: list[str]
+) -> None:
+    """The zone level cannot be judged where Redis pods run on nodes without the zone label: the
+    report names those nodes before any verdict, and nothing says the level is healthy, or that
+    a zone is missing that only lacks its label."""
+    nodes, code = UNLABELLED[dump]
+    shutil.copy(CORPUS / dump, tmp_path / dump)
+    result = run_in(tmp_path, [*command, "-f", dump])
+    assert result.exit_code == code, result.output
+    text = html.unescape(result.stdout)
+    for words in SAID_HEALTHY:
+        assert words not in text, (words, text)
+    cause = f"zone unknown: {nodes} "
+    assert cause in text and text.index(cause) < text.find("survives losing one") % len(text)
+    if command in (["audit"], ["rebalance"]):
+        assert text.startswith(cause), text
+    if command[0] != "drill":
+        assert "not judged: losing one zone" in text or "survives losing one zone: not" in text
+
+
+@pytest.mark.parametrize("dump", UNLABELLED)
+def test_a_level_not_judged_is_not_survived_in_the_document(tmp_path: Path, dump: str) -> None:
+    shutil.copy(CORPUS / dump, tmp_path / dump)
+    result = run_in(tmp_path, ["audit", "-o", "json", "-f", dump])
+    zone = json.loads(result.stdout)["survival"][-1]
+    names = UNLABELLED[dump][0].split(" ", 1)[1].split(", ")
+    assert zone["level"] == "zone" and zone["survived"] is False
+    assert zone["unlabelledRunning"] == names and zone["cannotSurvive"] == []
+    assert zone["label"] == "topology.kubernetes.io/zone"
 
 
 def test_headroom_sizes_the_nodes_when_the_selector_picks_no_pod(tmp_path: Path) -> None:
@@ -329,7 +427,7 @@ def test_policy_validate_on_the_corpus(tmp_path: Path, name: str) -> None:
     assert case.policy is not None
     shutil.copy(CORPUS / case.policy, tmp_path / case.policy)
     result = run_in(tmp_path, ["policy", "validate", "-p", case.policy])
-    if "selector" in name:  # a valid policy: the typo shows only against the pods
+    if "selector" in name or case.code != 2:  # valid: what is wrong shows only against the pods
         assert result.exit_code == 0 and result.stdout.endswith(": valid\n")
     else:
         check_report(result, case.says, True, ["policy", "validate"])
@@ -369,7 +467,7 @@ def test_bad_cluster_changes_nothing(
     case = CASES[name]
     kube = fake_cluster(case)
     pods, nodes = copy.deepcopy(kube.pods), copy.deepcopy(kube.nodes)
-    monkeypatch.setattr("placer.inputs.live.connect", lambda kubeconfig, context: kube)
+    monkeypatch.setattr("placer.inputs.live.connect", lambda kubeconfig, context, **_: kube)
     args = [*command]
     if case.policy:
         shutil.copy(CORPUS / case.policy, tmp_path / case.policy)
@@ -377,7 +475,7 @@ def test_bad_cluster_changes_nothing(
     result = run_in(tmp_path, args)
     says = case.says if case.live == LIVE else case.live
     assert says is not None
-    check_report(result, says, case.fatal, args)
+    check_report(result, says, case.fatal, args, case.code)
     assert kube.evicted == [] and kube.binds == [] and kube.events == []
     assert kube.configmaps == {}
     assert kube.pods == pods and kube.nodes == nodes

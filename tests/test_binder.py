@@ -1,6 +1,9 @@
 """The binder's decision loop against the in-memory adapter: gangs, binding once, vanished nodes."""
 
+import logging
 from typing import Any
+
+import pytest
 
 from models.kube_objects import flatten
 from models.policy import Policy
@@ -269,3 +272,36 @@ def test_a_shard_left_out_is_explained_at_length_first_then_short_until_its_tent
     events = [e["message"] for e in fake.events if e["reason"] == "FailedScheduling"]
     assert any(SAID_BEFORE in m for m in events)
     assert any("replica-separation:zone" in m for m in events)
+
+
+def test_a_replica_count_the_statefulset_contradicts_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The binder reads no Redis, but a bitnami StatefulSet of 9 pods under the profile's
+    identity.replicasPerShard 1 cannot be what redis-cli formed evenly: it logs the setting to
+    change, once however many steps read it."""
+    from tests import operator_shapes as shapes
+
+    sets = shapes.bitnami("orders", nodes=9)
+    pods = shapes.pods_of(sets)
+    for pod in pods:
+        pod["spec"]["schedulerName"] = "redis-placer"
+    fake = FakeKubeAdapter(
+        nodes=[node(f"n{i}", f"z{i % 3}", f"r{i}") for i in range(9)],
+        pods=pods,
+        statefulsets=sets,
+    )
+    policy = Policy.model_validate({"identity": {"profile": "bitnami"}})
+    binder = Binder(fake, policy, BinderConfig(solver="greedy"))
+    with caplog.at_level(logging.WARNING, logger="placer.binder.loop"):
+        binder.step(now=1000.0)
+        binder.cache.poll(0)
+        binder.step(now=1001.5)
+    warned = [r.getMessage() for r in caplog.records if "replicasPerShard" in r.getMessage()]
+    assert warned == [
+        "statefulset default/orders-redis-cluster: 9 pods (statefulset "
+        "default/orders-redis-cluster spec.replicas) are not a multiple of 2 "
+        "(identity.replicasPerShard 1 + 1): the shards are read with 1 of the 4 masters given an "
+        "extra replica; if each master has 2 replicas (bitnami: the chart's cluster.replicas), "
+        "set identity.replicasPerShard: 2"
+    ]

@@ -13,6 +13,7 @@ Every case here has at least 3 masters: redis-cli refuses to create a cluster wi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -21,11 +22,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+import yaml
+from click.testing import CliRunner
 
 from models.identity.formations.create_order import masters_of
+from placer.cli import main
+from placer.kube.fake import FakeKubeAdapter
+from tests.kube_dicts import node
+from tests.operator_shapes import bitnami, pods_of
 from tests.redis_harness import (
     NODE_TIMEOUT_MS,
     START_TIMEOUT_S,
@@ -189,3 +197,104 @@ def test_masters_of_matches_redis_cli_cluster_create(
         create(formed, replicas)
         real = formed_masters(formed)
     assert real == masters_of(nodes, replicas)
+
+
+# -- a replica count the policy gets wrong, against the cluster redis-cli made ----------------
+
+PAIRING_CASE = len(CASES) + 30
+"""Its own address range, apart from the cases above."""
+
+
+def views_differ(formed: Formed) -> str | None:
+    """Why the servers' ``CLUSTER NODES`` views do not yet agree on every node's role and
+    master (gossip still spreading what redis-cli set up), or None once they do."""
+    seen: dict[str, tuple[str, str]] = {}
+    for ordinal in range(len(formed.ips)):
+        with formed.client(ordinal) as client:
+            view = client.execute_command("CLUSTER NODES")
+        for address, info in view.items():
+            flags = set(str(info["flags"]).split(",")) - {"myself"}
+            if flags & {"fail", "fail?", "handshake", "noaddr"}:
+                return f"ordinal {ordinal} sees {address} as {sorted(flags)}"
+            role = "replica" if "slave" in flags else "master"
+            said = (role, str(info["master_id"]) if role == "replica" else "-")
+            key = str(info["node_id"])
+            if seen.setdefault(key, said) != said:
+                return f"ordinal {ordinal} sees {address} as {said}, another as {seen[key]}"
+    return None
+
+
+def _bitnami_objects(formed: Formed, masters: list[int]) -> list[dict[str, Any]]:
+    """The chart's StatefulSet and pods over 3 zones, each pod's IP its server's, Ready, and
+    labelled with the role Redis gave it (as ``rebalance --relabel`` leaves them)."""
+    count = len(formed.ips)
+    sets = bitnami("rb", nodes=count)
+    names = {f"rb-redis-cluster-{i}": f"n{i}" for i in range(count)}
+    pods = pods_of(sets, names)
+    for i, pod in enumerate(pods):
+        pod["status"]["podIP"] = formed.ips[i]
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        pod["metadata"]["labels"]["redis-role"] = "master" if masters[i] == i else "replica"
+    nodes = [node(f"n{i}", f"z{i % 3}", f"z{i % 3}-r{i}", memory="64Gi") for i in range(count)]
+    return [*nodes, *sets, *pods]
+
+
+@pytest.mark.redis
+def test_rebalance_believes_the_pairing_redis_made_over_a_wrong_replica_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bitnami installed with cluster.replicas 2 (12 pods: 4 masters of 2 replicas each) and the
+    profile's policy left at identity.replicasPerShard 1, which reads 6 shards of 2. A live
+    ``rebalance`` (roles auto, as the CronJob runs it) takes the shards Redis formed: its audit
+    is the one the right setting gives (the changes are left out: what the solver finds within
+    its time limit depends on the machine), and it says in one line which setting to change.
+    Without Redis, the role labels show the mismatch too (audit, binder)."""
+    with servers(PAIRING_CASE, 12, tmp_path) as formed:
+        create(formed, 2)
+        masters = formed_masters(formed)
+        assert masters == masters_of(12, 2) != masters_of(12, 1)
+        wait_until(lambda: views_differ(formed), ROLES_TIMEOUT_S, "every view to agree")
+        objs = _bitnami_objects(formed, masters)
+        kube = FakeKubeAdapter(
+            nodes=[o for o in objs if o["kind"] == "Node"],
+            pods=[o for o in objs if o["kind"] == "Pod"],
+            statefulsets=[o for o in objs if o["kind"] == "StatefulSet"],
+        )
+        monkeypatch.setattr("placer.rebalance.command.make_adapter", lambda *_: kube)
+        reports = {}
+        for replicas in (1, 2):
+            policy = tmp_path / f"policy-{replicas}.yaml"
+            policy.write_text(f"identity: {{profile: bitnami, replicasPerShard: {replicas}}}\n")
+            args = ["rebalance", "-p", str(policy), "--redis-port", str(formed.port), "-o", "json"]
+            reports[replicas] = CliRunner().invoke(main, args)
+    wrong, right = reports[1], reports[2]
+    assert right.exit_code == 0 and right.stderr == "", right.output
+    assert wrong.exit_code == 0, wrong.output
+    assert wrong.stderr.splitlines() == [
+        "warning: redis cluster default/rb: Redis pairs each master with 2 replicas or more, not "
+        "identity.replicasPerShard 1: shards taken from Redis (6 pods moved: "
+        "default/rb-redis-cluster-10, default/rb-redis-cluster-11, default/rb-redis-cluster-4 "
+        "and 3 more); set identity.replicasPerShard: 2"
+    ]
+    got, want = json.loads(wrong.stdout), json.loads(right.stdout)
+    assert got["roles"]["source"] == "redis" and len(got["roles"]["read"]) == 12
+    assert [v for v in got["auditBefore"] if v["severity"] == "hard"] == []
+    assert got["auditBefore"] == want["auditBefore"]
+    formula = masters_of(12, 1)
+    assert got["roles"]["shards"] == {
+        f"default/rb-redis-cluster-{i}": str(m) for i, m in enumerate(masters) if formula[i] != m
+    }
+    assert "shards" not in want["roles"]
+    assert kube.evicted == [] and kube.binds == []
+
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump({"kind": "List", "items": objs}))
+    audit = CliRunner().invoke(
+        main, ["audit", "-f", str(dump), "-p", str(tmp_path / "policy-1.yaml")]
+    )
+    assert (
+        "warning: statefulset default/rb-redis-cluster: the role labels name 4 masters among the "
+        "12 pods, but identity.replicasPerShard 1 reads 6, so the shards are read wrong; if each "
+        "master has 2 replicas (bitnami: the chart's cluster.replicas), set "
+        "identity.replicasPerShard: 2"
+    ) in audit.stderr.splitlines()

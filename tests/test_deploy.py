@@ -513,20 +513,30 @@ def test_pods_are_gated_only_where_the_binder_may_lift_the_gate(config: str) -> 
 
 @pytest.mark.parametrize("component", sorted(COMPONENT_CALLS))
 def test_no_workload_writes_pods_cluster_wide(component: str) -> None:
-    """The table itself: outside the Redis namespaces a workload reads pods and binds them
-    (the binder, as a scheduler), and never patches, deletes or evicts one."""
+    """The table itself: outside the Redis namespaces a workload only reads pods; it never
+    binds (the binder binds Redis pods alone), patches, deletes or evicts one."""
     flags = tuple(f for c, f in FLAG_CALLS if c == component)
     cluster = permissions_for(component, flags)["cluster"]
     writes = {
         p
         for p in cluster
-        if p.group == ""
-        and p.resource.split("/")[0] == "pods"
-        and p.verb not in POD_READS
-        and p != Permission("", "pods/binding", "create")
+        if p.group == "" and p.resource.split("/")[0] == "pods" and p.verb not in POD_READS
     }
     assert writes == set()
-    assert Permission("", "pods/binding", "create") in permissions_for("binder")["cluster"]
+    binder = permissions_for("binder")
+    assert Permission("", "pods/binding", "create") in binder["redis"]
+    assert Permission("", "pods/binding", "create") not in binder["cluster"]
+
+
+def test_binder_binds_only_in_the_redis_namespaces() -> None:
+    """As rendered: the binder's Binding grant is bound by a RoleBinding in each Redis namespace
+    only; with deploy/components/all-namespaces (the opt-in) everywhere."""
+    binding = Permission("", "pods/binding", "create")
+    shipped = granted(main(), COMPONENT_ACCOUNTS["binder"])
+    assert binding not in shipped.cluster
+    assert shipped.redis and all(binding in scope for scope in shipped.redis.values())
+    everywhere = granted(rendered(OPT_IN_ALL), COMPONENT_ACCOUNTS["binder"])
+    assert binding in everywhere.cluster
 
 
 def test_binder_cannot_evict_and_rebalance_cannot_bind() -> None:

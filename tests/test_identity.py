@@ -124,6 +124,78 @@ def test_bitnami_with_two_replicas_per_master() -> None:
     assert {v[3] for v in got.values()} == {3}
 
 
+def statefulset_warnings(snap: Snapshot) -> list[str]:
+    return [f"{i.object}: {i.message}" for i in snap.issues if i.object.startswith("statefulset")]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "replicas", "says"),
+    [
+        (
+            9,
+            1,
+            "9 pods (statefulset default/orders-redis-cluster spec.replicas) are not a "
+            "multiple of 2 (identity.replicasPerShard 1 + 1): the shards are read with 1 of the 4 "
+            "masters given an extra replica; if each master has 2 replicas (bitnami: the chart's "
+            "cluster.replicas), set identity.replicasPerShard: 2",
+        ),
+        (
+            6,
+            2,
+            "6 pods (statefulset default/orders-redis-cluster spec.replicas) in shards of 3 "
+            "(identity.replicasPerShard 2) make 2 masters, and redis-cli --cluster create makes no "
+            "cluster of fewer than 3; if each master has 1 replica (bitnami: the chart's "
+            "cluster.replicas), set identity.replicasPerShard: 1",
+        ),
+        (
+            15,
+            1,
+            "15 pods (statefulset default/orders-redis-cluster spec.replicas) are not a "
+            "multiple of 2 (identity.replicasPerShard 1 + 1): the shards are read with 1 of the 7 "
+            "masters given an extra replica; if each master has 2 or 4 replicas (bitnami: the "
+            "chart's cluster.replicas), set identity.replicasPerShard to that number",
+        ),
+    ],
+)
+def test_a_replica_count_the_statefulset_contradicts_names_the_setting(
+    nodes: int, replicas: int, says: str
+) -> None:
+    """From the StatefulSet alone (what the binder reads): a count the setting does not split
+    as redis-cli would have is named, with the value that would."""
+    sets = shapes.bitnami("orders", nodes=nodes)
+    snap = read(profile("bitnami", replicasPerShard=replicas), sets, shapes.pods_of(sets))
+    assert statefulset_warnings(snap) == [f"statefulset default/orders-redis-cluster: {says}"]
+
+
+@pytest.mark.parametrize(("nodes", "replicas"), [(6, 1), (9, 2), (12, 1), (12, 2), (7, 1)])
+def test_a_replica_count_that_splits_as_set_is_not_warned_of(nodes: int, replicas: int) -> None:
+    """Counts redis-cli forms with the setting, extra replicas included where no other count
+    would split the pods evenly (7 pods, 1 replica each: one master gets 2)."""
+    sets = shapes.bitnami("orders", nodes=nodes)
+    pods = shapes.pods_of(sets)
+    assert (
+        statefulset_warnings(read(profile("bitnami", replicasPerShard=replicas), sets, pods)) == []
+    )
+
+
+def test_role_labels_that_name_other_masters_name_the_setting() -> None:
+    """12 pods split evenly either way; the role labels (as rebalance --relabel writes what
+    Redis says) name 4 masters, so each has 2 replicas, not the 1 set."""
+    sets = shapes.bitnami("orders", nodes=12)
+    pods = shapes.pods_of(sets)
+    for i, pod in enumerate(pods):
+        pod["metadata"]["labels"]["redis-role"] = "master" if i < 4 else "replica"
+    snap = read(profile("bitnami"), sets, pods)
+    assert statefulset_warnings(snap) == [
+        "statefulset default/orders-redis-cluster: the role labels name 4 masters among the 12 "
+        "pods, but identity.replicasPerShard 1 reads 6, so the shards are read wrong; if each "
+        "master has 2 replicas (bitnami: the chart's cluster.replicas), set "
+        "identity.replicasPerShard: 2"
+    ]
+    right = read(profile("bitnami", replicasPerShard=2), sets, pods)
+    assert statefulset_warnings(right) == []
+
+
 def test_valkey_io_node_index_zero_is_the_primary_and_sizes_the_shard() -> None:
     sets = shapes.valkey_io("vk", shards=3, replicas=2)
     snap = read(profile("valkey-io"), sets, shapes.pods_of(sets))

@@ -83,6 +83,9 @@ AS_LABELLED = {"10.0.0.1": None, "10.0.0.2": "10.0.0.1", "10.0.0.3": None, "10.0
 SWAPPED = {"10.0.0.1": None, "10.0.0.2": "10.0.0.1", "10.0.0.3": "10.0.0.4", "10.0.0.4": None}
 KEY_OF = {"10.0.0.1": "default/a", "10.0.0.2": "default/b", "10.0.0.3": "default/c"}
 KEY_OF["10.0.0.4"] = "default/d"
+# Six pods a..f on 10.0.1.1..6, for a Redis cluster of two shards of three.
+IDS |= {f"10.0.1.{i}": f"1{i}" + "d" * 38 for i in range(1, 7)}
+KEY_OF |= {f"10.0.1.{i + 1}": f"default/{p}" for i, p in enumerate("abcdef")}
 
 
 def all_views(layout: Mapping[str, str | None], **extra: str) -> dict[str, View]:
@@ -218,20 +221,64 @@ def test_pod_not_joined_to_the_cluster() -> None:
 
 
 def test_two_redis_masters_in_one_labelled_shard() -> None:
-    """Labels put two Redis masters into one shard: nothing of that shard is trusted."""
+    """Labels put two Redis masters into one shard, each paired in Redis with a replica of the
+    other labelled shard: the shards are Redis's pairs, said in one line."""
     snap = two_shards()
     layout = {"10.0.0.1": None, "10.0.0.2": None, "10.0.0.3": "10.0.0.2", "10.0.0.4": "10.0.0.1"}
     reading = resolve_roles(snap.members, all_views(layout), PORT)
-    texts = issue_texts(reading)
-    assert (
-        "shard default/cache/0: Redis reports 2 masters (default/a, default/b): label roles "
-        "kept for the shard"
-    ) in texts
-    assert (
-        "pod default/c: Redis says it replicates default/b, but it is labelled shard "
-        "default/cache/1 and default/b shard default/cache/0"
-    ) in texts
-    assert reading.roles["default/b"] is Role.REPLICA
+    assert issue_texts(reading) == [
+        "redis cluster default/cache: Redis pairs its pods otherwise than their shard labels "
+        "say: shards taken from Redis (2 pods moved: default/b, default/d)"
+    ]
+    assert reading.shards == {"default/b": "1", "default/d": "0"}
+    assert reading.roles == {
+        "default/a": Role.MASTER,
+        "default/b": Role.MASTER,
+        "default/c": Role.REPLICA,
+        "default/d": Role.REPLICA,
+    }
+    after = apply_roles(snap, reading)
+    shards = {m.key: (m.shard, m.role, m.shard_size) for m in after.members}
+    assert shards == {
+        "default/a": ("0", Role.MASTER, 2),
+        "default/d": ("0", Role.REPLICA, 2),
+        "default/b": ("1", Role.MASTER, 2),
+        "default/c": ("1", Role.REPLICA, 2),
+    }
+
+
+def test_a_replica_count_redis_contradicts_names_the_setting() -> None:
+    """A formation read with identity.replicasPerShard 1 where Redis pairs each master with 2
+    replicas: the members join their Redis master's shard, and the warning names the value."""
+    # Ordinal order as the create-order formation reads 6 pods with 1 replica per shard:
+    # shards 0 {a, d}, 1 {b, e}, 2 {c, f}; Redis made 2 masters (a, b) of 2 replicas each.
+    ips = {p: f"10.0.1.{i + 1}" for i, p in enumerate("abcdef")}
+    shard = {"a": 0, "b": 1, "c": 2, "d": 0, "e": 1, "f": 2}
+    role = {"a": "master", "b": "master", "c": "master"} | dict.fromkeys("def", "replica")
+    nodes = [node(n, z, z) for n, z in (("n1", "za"), ("n2", "zb"), ("n3", "zc"))]
+    pods = [pod_obj(p, shard[p], role[p], ips[p], f"n{i % 3 + 1}") for i, p in enumerate(ips)]
+    snap = snapshot(nodes, pods)
+    redis = {
+        ips["a"]: None,
+        ips["b"]: None,
+        ips["c"]: ips["a"],
+        ips["d"]: ips["a"],
+        ips["e"]: ips["b"],
+        ips["f"]: ips["b"],
+    }
+    reading = resolve_roles(snap.members, all_views(redis), PORT, replicas_per_shard=1)
+    assert issue_texts(reading) == [
+        "redis cluster default/cache: Redis pairs each master with 2 replicas or more, not "
+        "identity.replicasPerShard 1: shards taken from Redis (2 pods moved: default/c, "
+        "default/f); set identity.replicasPerShard: 2"
+    ]
+    after = apply_roles(snap, reading)
+    by_shard: dict[str, set[str]] = {}
+    for m in after.members:
+        by_shard.setdefault(m.shard, set()).add(m.pod.name)
+        assert m.shard_size == 3
+    assert by_shard == {"0": {"a", "c", "d"}, "1": {"b", "e", "f"}}
+    assert {m.pod.name for m in after.members if m.role is Role.MASTER} == {"a", "b"}
 
 
 # -- the command against real Redis ----------------------------------------------------------

@@ -8,6 +8,7 @@ from models.identity.config import DEFAULT_ROLE_VALUES
 from models.identity.facts import StatefulSetFacts, ordinal, role_of
 from models.identity.result import Identified, Unidentified
 from models.policy import Policy
+from models.words import plural
 
 SHARD_SIZE_ANNOTATION = "redis-placer.io/shard-size"
 ROLE_ANNOTATION = "redis-placer.io/role"
@@ -108,3 +109,34 @@ def set_size(group: Sequence[Ordinal], sets: StatefulSets) -> tuple[int, str]:
     if facts is not None and facts.replicas is not None:
         return facts.replicas, f"statefulset {facts.namespace}/{facts.name} spec.replicas"
     return max(i for _, _, i in group) + 1, "the highest ordinal seen plus one"
+
+
+def replicas_hint(nodes: int, replicas: int, min_shards: int, named: str = "") -> str:
+    """What to set where ``nodes`` pods do not split into shards of ``replicas + 1`` as the
+    formation expects: the replica counts that would (each giving at least ``min_shards``
+    shards), as "; if each master has R replicas, set identity.replicasPerShard: R"; "" when
+    none would. ``named``: where the deployment sets that count (e.g. a chart value)."""
+    fits = [
+        r
+        for r in range(1, 65)
+        if r != replicas and nodes % (r + 1) == 0 and nodes // (r + 1) >= min_shards
+    ]
+    if not fits:
+        return ""
+    where = f" ({named})" if named else ""
+    if len(fits) == 1:
+        return (
+            f"; if each master has {plural(fits[0], 'replica')}{where}, set "
+            f"identity.replicasPerShard: {fits[0]}"
+        )
+    counts = ", ".join(map(str, fits[:-1])) + f" or {fits[-1]}"
+    return (
+        f"; if each master has {counts} replicas{where}, set identity.replicasPerShard to that "
+        "number"
+    )
+
+
+def set_name(group: Sequence[Ordinal]) -> str:
+    """The group's StatefulSet as an issue names it."""
+    pod, cluster, _ = group[0]
+    return f"statefulset {pod.namespace}/{pod.owner_name or cluster}"

@@ -17,6 +17,7 @@ __all__ = [
     "Identified",
     "StatefulSetFacts",
     "Unidentified",
+    "formation_replicas",
     "identify",
     "ordinal",
     "shard_selector",
@@ -110,6 +111,14 @@ def identify(
     if memo is not None and per_pod(policy):
         return memo.read(pods, sets, policy, issues)
     return _FORMATIONS[policy.identity.formation](pods, sets, policy, issues)
+
+
+def formation_replicas(policy: Policy) -> int | None:
+    """identity.replicasPerShard where the formation reads every shard from it (create-order,
+    ordinal-modulo): a pairing Redis contradicts names it; None where labels say."""
+    if policy.identity.formation in ("create-order", "ordinal-modulo"):
+        return policy.identity.replicas_per_shard
+    return None
 
 
 def solver_picks_roles(policy: Policy) -> bool:

@@ -47,6 +47,8 @@ class Reporter:
         self.background = background
         self.leading = leading
         self.announced: dict[PodKey, tuple[str, str]] = {}
+        self.warned: set[tuple[str, str]] = set()
+        """StatefulSet findings logged already: every batch reads them again."""
 
     # -- events --------------------------------------------------------------------------
 
@@ -82,12 +84,19 @@ class Reporter:
     def announce_issues(
         self, snapshot: Snapshot, raw: Mapping[PodKey, dict[str, Any]], ours: Mapping[PodKey, str]
     ) -> None:
-        """Input problems with our own pods (missing labels, two masters) go on the pod."""
+        """Input problems with our own pods (missing labels, two masters) go on the pod; one
+        with a StatefulSet (a replica count the policy's formation does not divide) is logged
+        once."""
         by_object = {f"pod {name}": key for key, name in ours.items()}
         for issue in snapshot.issues:
             key = by_object.get(issue.object)
             if key is not None:
                 self.note_decision([key], raw, "reject", issue.message)
+            elif issue.object.startswith("statefulset ") and (
+                (issue.object, issue.message) not in self.warned
+            ):
+                self.warned.add((issue.object, issue.message))
+                log.warning("%s: %s", issue.object, issue.message)
 
     # -- role labels ---------------------------------------------------------------------
 

@@ -65,7 +65,11 @@ def command(
         if verdict:
             click.echo("\n".join(verdict))
             click.echo()
-        click.echo(render.violations_table(violations) if violations else "no violations")
+        click.echo(
+            render.violations_table(violations)
+            if violations
+            else render.no_violations(report.survival)
+        )
         click.echo()
         click.echo(render.audit_summary(report))
     elif output in ("html", "map"):

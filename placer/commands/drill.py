@@ -7,6 +7,7 @@ import yaml
 
 from models.drill import DrillReport
 from models.errors import InputError
+from models.identity.read import formation_replicas
 from models.plan import Plan, SkippedInput
 from models.policy import LEVELS, Level, Policy
 from models.snapshot import Snapshot
@@ -24,7 +25,7 @@ from placer.commands.options import (
 )
 from placer.inputs.content import ALLOW
 from placer.output import render
-from solver.check import master_quorum_warnings
+from solver.check import final_placement, keep_plan, master_quorum_warnings
 from solver.drill import (
     Outage,
     absent_nodes,
@@ -148,7 +149,9 @@ def _redis_facts(
     dial = redis_dialer(snapshot, policy, adapter, redis_port, password_env, password_file)
     assert not isinstance(dial, str)  # not soft: unreadable credentials exit
     views = read_views(snapshot.members, dial)
-    snapshot, reading, _ = redis_roles(snapshot, dial, required=True, views=views)
+    snapshot, reading, _ = redis_roles(
+        snapshot, dial, required=True, views=views, replicas_per_shard=formation_replicas(policy)
+    )
     offsets, problems = replication_offsets(snapshot.members, dial)
     unread = [
         SkippedInput(
@@ -159,6 +162,14 @@ def _redis_facts(
         for pod, problem in sorted(problems.items())
     ]
     return snapshot, offsets, served_slots(views), [*reading_warnings(reading), *unread]
+
+
+def unlabelled_nodes(snapshot: Snapshot, plan: Plan | None, level: Level) -> list[str]:
+    """The nodes of the drilled placement holding Redis pods without the level's label."""
+    placed = final_placement(snapshot, plan if plan is not None else keep_plan(snapshot))
+    held = {name for name, _ in placed.values() if name is not None}
+    nodes = snapshot.node_by_name
+    return sorted(n for n in held if n in nodes and nodes[n].domain(level) is None)
 
 
 def nothing_drilled(report: DrillReport, plan: Plan | None, level: Level | None) -> str:
@@ -294,6 +305,7 @@ def command(
         update={
             "skipped": [*report.skipped, *unread],
             "warnings": [*plan_warnings, *master_quorum_warnings(snapshot, policy)],
+            "unlabelled": unlabelled_nodes(snapshot, plan, checked) if checked else [],
         }
     )
     nothing = nothing_drilled(report, plan, checked)

@@ -149,7 +149,7 @@ COMPONENT_CALLS: dict[str, dict[str, Scope]] = {
         "watch_pods": "cluster",
         "list_statefulsets": "cluster",  # shard size when pods lack the annotation
         "list_volume_objects": "cluster",  # where a pod's persistent volumes let it run
-        "bind_pod": "cluster",
+        "bind_pod": "redis",  # only Redis pods: a Binding elsewhere is refused
         "get_pod": "redis",
         "pin_and_ungate": "redis",
         "patch_pod_labels": "redis",  # the role the plan chose, before a Binding

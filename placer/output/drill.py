@@ -93,13 +93,24 @@ def drill_text(report: DrillReport, level_checked: str | None) -> str:
                 else ""
             )
         )
+    if report.unlabelled:
+        n = len(report.unlabelled)
+        lines.append(
+            f"{level_checked} unknown: {'node' if n == 1 else 'nodes'} "
+            f"{first_few(report.unlabelled, 5)} {'holds' if n == 1 else 'hold'} Redis pods and "
+            f"{'lacks' if n == 1 else 'lack'} the {level_checked} label: no {level_checked}'s "
+            "loss below counts them, so one that survives here may not"
+        )
     parts = ["\n".join(lines)]
     parts += [failure_block(f) for f in report.failures]
     losing = [f for f in report.failures if f.loses_data_or_majority]
     what = f"{level_checked} failures" if level_checked else "failures drilled"
     if not report.failures:
         level = level_checked or "domain"
-        parts.append(f"verdict: nothing drilled: no {level} holds a Redis pod of this placement")
+        parts.append(
+            f"verdict: nothing drilled: no {level} holds a Redis pod of this placement"
+            + (f" (the nodes they run on lack the {level} label)" if report.members else "")
+        )
     elif losing:
         parts.append(
             f"verdict: {len(losing)} of {len(report.failures)} {what} lose a shard or a "

@@ -5,10 +5,16 @@ from html import escape
 from typing import Any
 
 from models.drill import DrillReport
-from models.plan import DomainLoss, Plan, SkippedInput, Violation
+from models.plan import DomainLoss, LevelVerdict, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
 from placer.output import html
-from placer.output.render import input_note, summary, survival_lines
+from placer.output.render import (
+    input_note,
+    not_judged,
+    summary,
+    survival_lines,
+    unlabelled_line,
+)
 from placer.output.topology import Mark, Scene, build_scene, text_maps
 
 MAX_ROWS = 200
@@ -37,8 +43,15 @@ def _violation_rows(violations: Sequence[Violation]) -> list[list[str]]:
     return [[v.severity, v.rule, v.message] for v in ordered]
 
 
-def _violations_html(title: str, violations: Sequence[Violation]) -> str:
+def _violations_html(
+    title: str, violations: Sequence[Violation], verdicts: Sequence[LevelVerdict] = ()
+) -> str:
+    """The violations table; with none, "none" only when every survival level was judged."""
     if not violations:
+        levels = not_judged(verdicts)
+        if levels:
+            lost = " or one ".join(levels)
+            return f"<h3>{escape(title)}: none found; not judged: losing one {escape(lost)}</h3>"
         return f"<h3>{escape(title)}: none</h3>"
     rows = _violation_rows(violations)
     more = len(rows) - MAX_ROWS
@@ -88,7 +101,7 @@ def plan_picture(plan: Plan, snapshot: Snapshot, fmt: str, title: str = "redis-p
         title,
         [scene],
         summary(plan).splitlines(),
-        [_violations_html("violations after the plan", plan.violations)],
+        [_violations_html("violations after the plan", plan.violations, plan.survival)],
     )
 
 
@@ -113,7 +126,7 @@ def audit_picture(report: Plan, snapshot: Snapshot, fmt: str) -> str:
         "redis-placer audit",
         [scene],
         lines,
-        [_violations_html("violations", report.violations)],
+        [_violations_html("violations", report.violations, report.survival)],
         report.skipped,
     )
 
@@ -127,8 +140,10 @@ def rebalance_picture(
     changes: Sequence[dict[str, Any]],
     fmt: str,
     skipped: Sequence[SkippedInput] = (),
+    verdicts: Sequence[LevelVerdict] = (),
 ) -> str:
-    """Before and after side by side, and the change list."""
+    """Before and after side by side, and the change list; ``verdicts`` say whether each level
+    of the running placement could be judged."""
     left = build_scene(
         snapshot,
         before,
@@ -151,6 +166,7 @@ def rebalance_picture(
         for i, c in enumerate(changes, 1)
     ] or ["no changes needed"]
     lines = [
+        *filter(None, map(unlabelled_line, verdicts)),
         f"plan {after.status}: objective {after.objective:g}, bound {after.bound:g}",
         f"{len(changes)} change(s)",
     ]
@@ -162,8 +178,8 @@ def rebalance_picture(
         + "</ol>"
         if changes
         else "<h3>no changes needed</h3>",
-        _violations_html("violations before", before_violations),
-        _violations_html("violations after the plan", after.violations),
+        _violations_html("violations before", before_violations, verdicts),
+        _violations_html("violations after the plan", after.violations, verdicts),
     ]
     return _render(fmt, "redis-placer rebalance", [left, right], lines, extra, skipped)
 

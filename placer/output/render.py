@@ -8,7 +8,7 @@ import yaml
 from models import json_text
 from models.plan import LevelVerdict, Plan, SkippedInput, Violation
 from models.snapshot import Snapshot
-from models.words import first_few
+from models.words import first_few, plural, verb
 
 
 def as_document(plan: Plan, fmt: str) -> str:
@@ -171,12 +171,57 @@ def audit_summary(plan: Plan) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def unlabelled_line(v: LevelVerdict) -> str:
+    """The nodes whose domain at this level is unknown, named as the cause; "" when none."""
+    if not v.unlabelled:
+        return ""
+    n = len(v.unlabelled)
+    names = first_few(v.unlabelled, 5)
+    running = len(v.unlabelled_running)
+    if running == n:
+        held = " (it holds Redis pods)" if n == 1 else f" (all {n} hold Redis pods)"
+    elif running:
+        held = (
+            f" ({first_few(v.unlabelled_running, 3)} {verb(running, 'holds', 'hold')} Redis pods)"
+        )
+    else:
+        held = ""
+    return (
+        f"{v.level} unknown: {'node' if n == 1 else 'nodes'} {names} "
+        f"{verb(n, 'lacks', 'lack')} the {v.level} label {v.label!r}{held}: "
+        f"label {'it' if n == 1 else 'each'} with its {v.level}"
+    )
+
+
+def not_judged(verdicts: Sequence[LevelVerdict]) -> list[str]:
+    """The levels whose survival could not be judged: a report never calls them healthy."""
+    return [v.level for v in verdicts if not v.judged]
+
+
+def no_violations(verdicts: Sequence[LevelVerdict]) -> str:
+    """What a report with no violation says: "no violations" only when every level was judged."""
+    levels = not_judged(verdicts)
+    if not levels:
+        return "no violations"
+    return f"no violations found; not judged: losing one {' or one '.join(levels)}"
+
+
 def survival_lines(verdicts: Sequence[LevelVerdict]) -> list[str]:
-    """The survival verdict, one line per level (and one per cluster no placement could keep)."""
-    lines = []
+    """The survival verdict, one line per level (and one per cluster no placement could keep);
+    nodes without a level's label first, as the cause of what cannot be judged."""
+    lines = [line for line in map(unlabelled_line, verdicts) if line]
     for v in verdicts:
         head = f"survives losing one {v.level}:"
-        if v.lost_already:
+        if v.unlabelled_running and not v.judged:
+            running = len(v.unlabelled_running)
+            where = (
+                f"no loss among the {plural(v.domains, v.level)} known, but " if v.domains else ""
+            )
+            lines.append(
+                f"{head} not judged: {where}Redis pods run on "
+                f"{plural(running, 'node')} without the {v.level} label (above)"
+            )
+        elif v.lost_already:
             lines.append(
                 f"{head} NO: lost already, before any failure: {'; '.join(v.lost_already)}"
             )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from models.identity.read import formation_replicas
 from models.snapshot import Snapshot
 from placer import command_started
 from placer.commands.options import (
@@ -43,7 +44,8 @@ from placer.rebalance.report import print_table, push_gauges, with_reasons
 from placer.redis.reading import reading_warnings, roles_document
 from solver.changes import after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
-from solver.check import master_quorum_warnings
+from solver.check import keep_plan, master_quorum_warnings
+from solver.survival import survival_verdicts
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
     from placer.redis.access import Dialer
@@ -209,7 +211,12 @@ def command(
             from placer.redis.reading import redis_roles, unreachable_note
 
             progress("reading roles from Redis", None, None)
-            snapshot, reading, views = redis_roles(snapshot, dial, required=roles_from == "redis")
+            snapshot, reading, views = redis_roles(
+                snapshot,
+                dial,
+                required=roles_from == "redis",
+                replicas_per_shard=formation_replicas(policy),
+            )
             if reading is None:
                 roles_note = unreachable_note(views)
         relabel = bool(apply_ and reading is not None) if relabel is None else relabel
@@ -283,7 +290,9 @@ def command(
         if reading is not None:
             from placer.redis.reading import redis_roles
 
-            current, _, _ = redis_roles(current, dial, required=False)
+            current, _, _ = redis_roles(
+                current, dial, required=False, replicas_per_shard=formation_replicas(policy)
+            )
         audited = audit_violations(current, policy)
         result["auditAfter"] = [v.model_dump(by_alias=True) for v in audited]
         remaining_hard = [v for v in audited if v.severity == "hard"]
@@ -296,18 +305,27 @@ def command(
         record_run(adapter, run_summary(result, remaining_hard), run_failed(result))
     if pushgateway:
         push_gauges(pushgateway, before, remaining_hard, broken)
+    # With no violation, whether each level could be judged at all (nodes without its label).
+    verdicts = [] if before else survival_verdicts(snapshot, policy, keep_plan(snapshot), True)
     if output == "table":
         print_table(
-            result, reading, before, changes, remaining_hard, skipped, (max_moves, max_failovers)
+            result,
+            reading,
+            before,
+            changes,
+            remaining_hard,
+            skipped,
+            (max_moves, max_failovers),
+            verdicts,
         )
     elif output in ("html", "map"):
         from placer.output.pictures import rebalance_picture
-        from solver.check import keep_plan, worst_domain_loss
+        from solver.check import worst_domain_loss
 
         running = keep_plan(snapshot)
         losses = worst_domain_loss(snapshot, policy, running)
         picture = rebalance_picture(
-            running, before, losses, plan, snapshot, changes, output, skipped
+            running, before, losses, plan, snapshot, changes, output, skipped, verdicts
         )
         click.echo(picture)
     else:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from models.plan import SkippedInput, Violation
+from models.plan import LevelVerdict, SkippedInput, Violation
 from models.snapshot import Snapshot
 from placer.output import render
 from solver.changes import Change
@@ -64,8 +64,10 @@ def print_table(
     remaining_hard: list[Violation],
     skipped: list[SkippedInput],
     caps: tuple[int, int | None],
+    verdicts: Sequence[LevelVerdict] = (),
 ) -> None:
-    """The report for a person: the audit, the changes of this run, and what they leave."""
+    """The report for a person: the audit, the changes of this run, and what they leave.
+    ``verdicts`` say, when the audit found nothing, whether each level could be judged."""
     if reading is not None:
         click.echo(
             f"roles: from Redis ({len(reading.read)} of {len(reading.tried)} pods read"
@@ -77,7 +79,12 @@ def print_table(
         if not reading.mismatches:
             click.echo("  every role label matches Redis")
         click.echo()
-    click.echo(render.violations_table(before) if before else "audit: no violations")
+    if before:
+        click.echo(render.violations_table(before))
+    else:
+        for line in filter(None, map(render.unlabelled_line, verdicts)):
+            click.echo(line)
+        click.echo(f"audit: {render.no_violations(verdicts)}")
     click.echo()
     for i, c in enumerate(changes, 1):
         if c["kind"] == "failover":

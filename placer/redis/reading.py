@@ -103,13 +103,16 @@ def redis_roles(
     *,
     required: bool,
     views: Mapping[str, View] | None = None,
+    replicas_per_shard: int | None = None,
 ) -> tuple[Snapshot, RoleReading | None, Mapping[str, View]]:
     """``snapshot`` with each member's role as Redis reports it (placer.redis.roles).
 
     ``required`` (``--roles redis``): exit 2 when no pod answers. Otherwise (``--roles auto``)
     a probe of a few pods comes first, and when none is reachable at all the labels stand
     (reading None). Refused credentials always exit 2. The members of shards the labels left
-    out (two labelled masters) are read too: Redis may settle them.
+    out (two labelled masters) are read too: Redis may settle them. Shards are Redis's
+    pairing where it differs (``replicas_per_shard``: the setting named then, as
+    ``resolve_roles``).
     """
     everyone = [*snapshot.members, *snapshot.skipped_members]
     if views is None:
@@ -135,7 +138,7 @@ def redis_roles(
     refused = _refused(views, snapshot, dial)
     if refused:
         fail(refused)
-    reading = resolve_roles(everyone, views, dial.port)
+    reading = resolve_roles(everyone, views, dial.port, replicas_per_shard)
     if required and snapshot.running and not reading.read:
         if not reading.tried:
             fail(
@@ -198,5 +201,6 @@ def roles_document(source: str, reading: RoleReading | None, note: str = "") -> 
         "read": list(reading.read),
         "unreachable": list(reading.unreachable),
         "mismatches": [m.model_dump() for m in reading.mismatches],
+        **({"shards": dict(sorted(reading.shards.items()))} if reading.shards else {}),
         "issues": [i.model_dump() for i in reading.issues],
     }

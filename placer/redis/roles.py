@@ -22,14 +22,17 @@ left with no master is kept as labelled. Every departure is an ``Issue`` (severi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict
 
 from models.cluster import Member, Role
+from models.identity.facts import ordinal
 from models.kube_objects import valid_shards
 from models.snapshot import Issue, Snapshot
+from models.words import first_few, plural
 from placer.redis.ops import (
     DEFAULT_IO_TIMEOUT_S,
     ClusterNodeInfo,
@@ -85,6 +88,8 @@ class RoleReading(_Frozen):
 
     roles: dict[str, Role]
     """Pod key -> the role used for it (Redis' where trusted, else the label's)."""
+    shards: dict[str, str] = {}
+    """Pod key -> the shard Redis pairs it into, for the pods read into another one."""
     mismatches: tuple[RoleMismatch, ...] = ()
     issues: tuple[Issue, ...] = ()
     tried: tuple[str, ...] = ()
@@ -302,12 +307,105 @@ def _settle_shard(
     return roles
 
 
-def resolve_roles(members: Iterable[Member], views: Mapping[str, View], port: int) -> RoleReading:
-    """Decide each member's role from the ``CLUSTER NODES`` views read (pure).
+def redis_shards(
+    members: Sequence[Member], trusted: Mapping[str, Role], master_pod: Mapping[str, str]
+) -> dict[str, str]:
+    """Shard membership as Redis pairs it, where that differs from what the pods were read as:
+    pod key -> the shard it belongs to (pure).
+
+    Each trusted master and the trusted replicas that replicate it are one shard. It keeps the
+    name of the master's shard, or else of a member's, unless a shard named earlier (or a pod
+    Redis did not settle) holds that name; then the master's StatefulSet ordinal, or its pod
+    name. Nothing changes where every replica's master is in its own shard and no shard has two
+    trusted masters."""
+    groups: dict[str, list[str]] = {}
+    for key, role in trusted.items():
+        if role is Role.MASTER:
+            groups.setdefault(key, [key])
+    for replica, master in master_pod.items():
+        if trusted.get(master) is Role.MASTER and replica in trusted:
+            groups[master].append(replica)
+    by_key = {m.key: m for m in members}
+    pairs = {k for group in groups.values() for k in group}
+    split = any(by_key[k].shard_key != by_key[g[0]].shard_key for g in groups.values() for k in g)
+    masters_of: dict[str, int] = {}
+    for master in groups:
+        masters_of[by_key[master].shard_key] = masters_of.get(by_key[master].shard_key, 0) + 1
+    if not split and all(n == 1 for n in masters_of.values()):
+        return {}
+    taken = {(m.cluster, m.shard) for m in members if m.key not in pairs}
+    moved: dict[str, str] = {}
+    for master, group in sorted(groups.items()):
+        head = by_key[master]
+        named = Counter(by_key[k].shard for k in group[1:])
+        index = ordinal(head.pod)
+        names = [
+            head.shard,
+            *(n for n, _ in named.most_common()),
+            *([str(index)] if index is not None else []),
+            head.pod.name,
+        ]
+        name = next(n for n in names if (head.cluster, n) not in taken)
+        taken.add((head.cluster, name))
+        moved.update({k: name for k in group if by_key[k].shard != name})
+    return moved
+
+
+def moved_member(member: Member, moved: Mapping[str, str]) -> Member:
+    """``member`` in the shard Redis pairs it into (``redis_shards``), if another."""
+    shard = moved.get(member.key)
+    return member if shard is None else member.model_copy(update={"shard": shard})
+
+
+def _pairing_issues(
+    members: Sequence[Member],
+    moved: Mapping[str, str],
+    trusted: Mapping[str, Role],
+    master_pod: Mapping[str, str],
+    replicas_per_shard: int | None,
+) -> list[Issue]:
+    """One line per Redis cluster whose pairing differs from the pods' reading: the shards are
+    Redis's, and, where a formation read them from a replica count, the setting to change."""
+    out = []
+    for cluster in sorted({m.cluster for m in members if m.key in moved}):
+        mine = {m.key for m in members if m.cluster == cluster}
+        masters = [k for k in mine if trusted.get(k) is Role.MASTER]
+        counts = Counter(master_pod[k] for k in mine if k in master_pod and k in trusted)
+        least = min((counts.get(k, 0) for k in masters), default=0)
+        pods = sorted(k for k in mine if k in moved)
+        taken = f"shards taken from Redis ({plural(len(pods), 'pod')} moved: {first_few(pods, 3)})"
+        settled = all(k in trusted for k in mine)  # else a count of replicas is a guess
+        if replicas_per_shard is None:
+            message = f"Redis pairs its pods otherwise than their shard labels say: {taken}"
+        elif settled and least != replicas_per_shard:
+            message = (
+                f"Redis pairs each master with {plural(least, 'replica')} or more, not "
+                f"identity.replicasPerShard {replicas_per_shard}: {taken}; set "
+                f"identity.replicasPerShard: {least}"
+            )
+        else:
+            message = (
+                f"Redis pairs its pods otherwise than identity.replicasPerShard "
+                f"{replicas_per_shard} reads them: {taken}"
+            )
+        out.append(_warn(f"redis cluster {cluster}", message))
+    return out
+
+
+def resolve_roles(
+    members: Iterable[Member],
+    views: Mapping[str, View],
+    port: int,
+    replicas_per_shard: int | None = None,
+) -> RoleReading:
+    """Decide each member's role, and its shard where Redis pairs it otherwise, from the
+    ``CLUSTER NODES`` views read (pure).
 
     ``views`` maps a pod key to what that pod answered; pods that were not asked are
     simply absent. Redis nodes are matched to pods by node ID (each pod's own
     ``myself`` line), then by ``ip:port`` (pod IP, ``port``), then by announced hostname.
+    ``replicas_per_shard``: the policy's identity.replicasPerShard where the formation reads
+    shards from it (named in the warning when Redis pairs otherwise), None where labels say.
     """
     members = list(members)
     issues: list[Issue] = []
@@ -323,16 +421,10 @@ def resolve_roles(members: Iterable[Member], views: Mapping[str, View], port: in
         trusted.update(found)
         master_pod.update(masters)
     by_key = {m.key: m for m in members}
-    for replica, master in sorted(master_pod.items()):
-        a, b = by_key[replica], by_key[master]
-        if a.shard_key != b.shard_key:
-            issues.append(
-                _warn(
-                    f"pod {replica}",
-                    f"Redis says it replicates {master}, but it is labelled shard "
-                    f"{a.shard_key} and {master} shard {b.shard_key}",
-                )
-            )
+    moved = redis_shards(members, trusted, master_pod)
+    if moved:
+        issues.extend(_pairing_issues(members, moved, trusted, master_pod, replicas_per_shard))
+        members = [moved_member(m, moved) for m in members]
     roles: dict[str, Role] = {}
     shards: dict[str, list[Member]] = {}
     for m in members:
@@ -353,6 +445,7 @@ def resolve_roles(members: Iterable[Member], views: Mapping[str, View], port: in
     read = tuple(k for k in tried if not isinstance(views[k], RedisOpsError))
     return RoleReading(
         roles=roles,
+        shards=moved,
         mismatches=mismatches,
         issues=tuple(dict.fromkeys(issues)),  # one line per fact, however many views said it
         tried=tried,
@@ -365,10 +458,28 @@ def apply_roles(snapshot: Snapshot, reading: RoleReading) -> Snapshot:
 
     A shard the labels left out (two labelled masters: one was failed over behind them) comes
     back when Redis settles its roles, and its parse errors go; one Redis cannot settle stays
-    out, as read.
+    out, as read. Where Redis pairs members into other shards, its shards replace the ones
+    read from the pods, and so does its warning the reading's of their StatefulSets.
     """
 
+    sizes: Counter[str] = Counter()
+    touched: set[str] = set()
+    superseded: set[str] = set()
+    if reading.shards:
+        for m in (*snapshot.members, *snapshot.skipped_members):
+            now = moved_member(m, reading.shards)
+            sizes[now.shard_key] += 1
+            if now is not m:
+                touched.update((m.shard_key, now.shard_key))
+                superseded.add(f"statefulset {m.pod.namespace}/{m.pod.owner_name}")
+        snapshot = snapshot.model_copy(
+            update={"issues": tuple(i for i in snapshot.issues if i.object not in superseded)}
+        )
+
     def with_role(m: Member) -> Member:
+        m = moved_member(m, reading.shards)
+        if m.shard_key in touched:  # as many members as Redis pairs
+            m = m.model_copy(update={"shard_size": sizes[m.shard_key]})
         role = reading.roles.get(m.key)
         return m.model_copy(update={"role": role}) if role and role is not m.role else m
 

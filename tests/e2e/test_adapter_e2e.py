@@ -503,6 +503,30 @@ def test_deploy_rbac_allows_the_binder_exactly_its_calls(
     assert not binder.record_event(outside, "Placed", "not here")
 
 
+def test_deploy_rbac_refuses_the_binder_a_binding_outside_the_redis_namespaces(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str
+) -> None:
+    """The binder binds Redis pods alone: the authorizer refuses its Binding of a pod in a
+    namespace deploy/components/redis-namespaces does not list, even one that names
+    redis-placer as its scheduler, and the pod stays unbound; in the listed one it binds."""
+    _apply_rbac(kube_api, namespace)
+    (node,) = nodes_for(kube_api, run_id, 1)
+    elsewhere = f"{namespace}-b"
+    create_namespace(kube_api, elsewhere)
+    outside = create_pod(kube_api, elsewhere, "o", REDIS, scheduler_name="redis-placer")
+    inside = create_pod(kube_api, namespace, "p", REDIS, scheduler_name="redis-placer")
+    binder = _as(control_plane, "redis-placer-binder")
+    refused = binder.bind_pod(elsewhere, "o", outside["metadata"]["uid"], node)
+    assert refused.outcome is BindOutcome.ERROR and refused.status == 403, refused
+    assert "pods/binding" in refused.message, refused.message
+    core = CoreV1Api(kube_api)
+    unbound = json_of(core.read_namespaced_pod("o", elsewhere, _preload_content=False))
+    assert not unbound["spec"].get("nodeName")
+    assert binder.bind_pod(namespace, "p", inside["metadata"]["uid"], node).ok
+    bound = json_of(core.read_namespaced_pod("p", namespace, _preload_content=False))
+    assert bound["spec"]["nodeName"] == node
+
+
 def test_deploy_rbac_allows_rebalance_exactly_its_calls(
     control_plane: ControlPlane, kube_api: ApiClient, namespace: str, run_id: str
 ) -> None:

@@ -10,6 +10,8 @@ from models.identity.common import (
     by_statefulset,
     labelled_role,
     ordered,
+    replicas_hint,
+    set_name,
     set_size,
 )
 from models.identity.result import Identified, Unidentified
@@ -29,9 +31,10 @@ def read(
         if nodes % per_shard:
             issues.append(
                 Issue(
-                    object=f"statefulset {group[0][0].namespace}/{group[0][0].owner_name}",
+                    object=set_name(group),
                     message=f"{nodes} pods ({source}) are not a multiple of "
-                    f"{per_shard} (identity.replicasPerShard + 1)",
+                    f"{per_shard} (identity.replicasPerShard + 1)"
+                    + replicas_hint(nodes, per_shard - 1, 3),
                     severity="warning",
                 )
             )
