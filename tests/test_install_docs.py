@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -98,13 +97,6 @@ def test_the_uninstall_deletes_the_guards_webhook_configuration_first(page: Path
     docs = render("profiles/bitnami")
     assert one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"] == name
     assert "failurePolicy: Ignore" in text  # why a leftover never blocks
-
-
-def test_the_readmes_list_of_kinds_is_what_deploy_renders() -> None:
-    block = re.search(r"\| uniq -c\n(.*?)```", README.read_text(), re.S)
-    assert block is not None
-    shown = {kind: int(n) for n, _, kind in (line.split() for line in block.group(1).splitlines())}
-    assert shown == dict(Counter(d["kind"] for d in render(".")))
 
 
 def test_build_sh_keeps_stdout_for_the_image_name() -> None:
