@@ -7,7 +7,7 @@ nothing is silently merged or dropped.
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import yaml
 from pydantic import ValidationError
@@ -167,7 +167,7 @@ def _once(items: list[Any], seen: set[int], source: str) -> None:
     seen.add(id(items))
 
 
-def _is_mapping(raw: object) -> bool:
+def _is_mapping(raw: object) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(raw, Mapping)``, with decoded JSON's own type first: the abstract class's
     check costs a few microseconds, and a large dump asks it about half a million times."""
     return type(raw) is dict or isinstance(raw, Mapping)
