@@ -321,6 +321,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     relative_gap=_gap_limit(policy, options),
                     packing=pace.packing(snapshot),
                     proof_first=options.proof_first,
+                    pack_until=float("inf") if levels_first else None,
                 ),
             )
             unplaceable = levels.unplaceable

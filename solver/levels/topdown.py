@@ -48,6 +48,9 @@ class LevelsOptions:
     above share what the deadline leaves after it."""
     proof_first: float | None = None
     """Level one's search for a proof before its gap may stop it (``SolveSettings``)."""
+    pack_until: float | None = None
+    """When packing stops placing (None: ``deadline``). A caller with no plan to fall back on
+    lets packing finish: what it leaves, greedy would place around it, more slowly."""
 
 
 @dataclass
@@ -213,7 +216,8 @@ def place_by_levels(
         nodes = [
             i for i in rooms.by_zone.get(zone, []) if rack is None or rooms.nodes[i].rack == rack
         ]
-        placed, missing = pack(use, nodes, arrivals[scope], options.deadline)
+        until = options.deadline if options.pack_until is None else options.pack_until
+        placed, missing = pack(use, nodes, arrivals[scope], until)
         for a in missing:
             failed.add(a.member.shard_key)
         for key, index in placed.items():
