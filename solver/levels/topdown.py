@@ -177,10 +177,15 @@ def place_by_levels(
             options.relaxed,
             masters_total,
         )
-        if rsol.status not in ("OPTIMAL", "FEASIBLE") and not rack_rules and packable:
-            # No rack plan within its share of the budget (a large zone, a short limit): the
-            # zone is packed whole as above rather than every shard in it failing, and the
-            # packing's misses of preferred rack separation cost their weight.
+        unfinished = rsol.status not in ("OPTIMAL", "FEASIBLE") or (
+            rsol.status == "FEASIBLE" and bool(rsol.unplaced_shards)
+        )
+        if unfinished and not rack_rules and packable:
+            # No rack plan within its share of the budget (a large zone, a short limit), or one
+            # that leaves out shards it has not proven it must: the zone is packed whole as
+            # above rather than those shards failing (greedy, placing them around the others,
+            # finds the nodes without a master already filled), and the packing's misses of
+            # preferred rack separation cost their weight.
             _whole_zone(zone, shards, by_zone, by_rack)
             continue
         failed |= rsol.unplaced_shards
