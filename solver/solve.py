@@ -321,6 +321,7 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     relative_gap=_gap_limit(policy, options),
                     packing=pace.packing(snapshot),
                     proof_first=options.proof_first,
+                    pack_until=float("inf") if levels_first else None,
                 ),
             )
             unplaceable = levels.unplaceable
@@ -350,6 +351,10 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]
             relaxed = _relaxable(policy)
+            if levels_first:
+                # Only what judging took here is kept back after the levels: a second round
+                # must leave as much for its own plan's judging.
+                work_until = min(work_until, deadline - 1.2 * pace.judging - pace.margin())
             if (
                 relaxed
                 and _leaves_pending(snapshot, first.placement, unplaceable)

@@ -1,6 +1,7 @@
 """The levels formulation (solver/levels/): its pieces on known answers, and its placements on
 random clusters judged by the independent checker."""
 
+import dataclasses
 import time
 from typing import Any
 
@@ -453,3 +454,35 @@ def test_solve_is_never_worse_than_greedy_on_random_clusters(
     assert plan.bound <= plan.objective
     if plan.status == "OPTIMAL":
         assert plan.objective == plan.bound
+
+
+def test_a_rack_plan_that_leaves_shards_out_unproven_packs_its_zone_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rack model stopped by its share of the budget with shards still out (FEASIBLE, not
+    proven): its zone is packed whole, as when it has no answer at all, rather than those
+    shards failing to greedy, which places them around the others after the nodes without a
+    master are filled."""
+    import solver.levels.topdown as topdown
+
+    real = topdown.solve_racks
+    calls: list[str] = []
+
+    def cut_short(*args: Any, **kwargs: Any) -> Any:
+        spec, solution = real(*args, **kwargs)
+        calls.append(args[0])
+        left_out = {s.key for s in args[2]}  # every shard the zone level sent it
+        return spec, dataclasses.replace(
+            solution, status="FEASIBLE", assignment={}, unplaced_shards=left_out, proven=False
+        )
+
+    monkeypatch.setattr(topdown, "solve_racks", cut_short)
+    policy = Policy.model_validate({"rules": {"replicaSeparation": {"zone": "ignore"}}})
+    nodes = [node(f"a{i}", "a", f"a-r{i % 3}") for i in range(6)]
+    snap = snapshot(nodes, new_shards(2), policy)
+    result = place_by_levels(snap, policy, None, LevelsOptions(time.monotonic() + 10, 1, 0))
+    assert calls == ["a"]
+    assert result.failed == set()
+    assert set(result.placement.node) == {m.key for m in snap.pending}
+    plan = to_plan(snap, result.placement, "place", "FEASIBLE")
+    assert [v for v in check_plan(snap, policy, plan) if v.severity == "hard"] == []

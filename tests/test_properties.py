@@ -6,10 +6,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from models.cluster import Role
 from models.policy import Policy
 from solver.check import check_plan, evaluate_objective, keep_plan, majority_shortfall
 from solver.classes.problem import build_problem
 from solver.greedy import greedy_plan
+from solver.majority import keep_majorities
+from solver.placement import Placement, to_plan
 from solver.solve import SolveOptions, solve
 from tests.bruteforce import brute_force_optimum
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
@@ -243,5 +246,30 @@ def test_a_plan_never_raises_a_clusters_shortfall_under_survive(
     assert before.get("default/c0", 0) > 0  # the case is one that breaks survive already
     plan = solve(snap, policy, options=SolveOptions(time_limit=5, workers=1))
     after = majority_shortfall(snap, plan, "zone")
+    for name, short in after.items():
+        assert short <= before.get(name, 0), (name, before, after)
+
+
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(broken_clusters(), st.randoms(use_true_random=False))
+def test_any_placement_left_to_keep_majorities_never_raises_a_shortfall(
+    cluster: tuple[list[dict[str, Any]], list[dict[str, Any]]], rng: Any
+) -> None:
+    """Whatever engine placed the pending pods, and however badly (here: at random, rules
+    aside), what every place-mode candidate passes before it is judged leaves no Redis cluster
+    further short of a master majority than what runs, by the checker's count."""
+    policy = Policy.model_validate({"rules": {"survive": "zone"}})
+    snap = snapshot(*cluster, policy=policy)
+    before = majority_shortfall(snap, keep_plan(snap), "zone")
+    placement = Placement()
+    names = [n.name for n in snap.nodes]
+    for m in snap.pending:
+        if rng.random() < 0.8:
+            placement.node[m.key] = rng.choice(names)
+            placement.role[m.key] = m.role or Role.REPLICA
+    keep_majorities(snap, policy, placement)
+    after = majority_shortfall(snap, to_plan(snap, placement, "place", "FEASIBLE"), "zone")
     for name, short in after.items():
         assert short <= before.get(name, 0), (name, before, after)

@@ -48,6 +48,9 @@ class LevelsOptions:
     above share what the deadline leaves after it."""
     proof_first: float | None = None
     """Level one's search for a proof before its gap may stop it (``SolveSettings``)."""
+    pack_until: float | None = None
+    """When packing stops placing (None: ``deadline``). A caller with no plan to fall back on
+    lets packing finish: what it leaves, greedy would place around it, more slowly."""
 
 
 @dataclass
@@ -174,10 +177,15 @@ def place_by_levels(
             options.relaxed,
             masters_total,
         )
-        if rsol.status not in ("OPTIMAL", "FEASIBLE") and not rack_rules and packable:
-            # No rack plan within its share of the budget (a large zone, a short limit): the
-            # zone is packed whole as above rather than every shard in it failing, and the
-            # packing's misses of preferred rack separation cost their weight.
+        unfinished = rsol.status not in ("OPTIMAL", "FEASIBLE") or (
+            rsol.status == "FEASIBLE" and bool(rsol.unplaced_shards)
+        )
+        if unfinished and not rack_rules and packable:
+            # No rack plan within its share of the budget (a large zone, a short limit), or one
+            # that leaves out shards it has not proven it must: the zone is packed whole as
+            # above rather than those shards failing (greedy, placing them around the others,
+            # finds the nodes without a master already filled), and the packing's misses of
+            # preferred rack separation cost their weight.
             _whole_zone(zone, shards, by_zone, by_rack)
             continue
         failed |= rsol.unplaced_shards
@@ -213,7 +221,8 @@ def place_by_levels(
         nodes = [
             i for i in rooms.by_zone.get(zone, []) if rack is None or rooms.nodes[i].rack == rack
         ]
-        placed, missing = pack(use, nodes, arrivals[scope], options.deadline)
+        until = options.deadline if options.pack_until is None else options.pack_until
+        placed, missing = pack(use, nodes, arrivals[scope], until)
         for a in missing:
             failed.add(a.member.shard_key)
         for key, index in placed.items():
