@@ -296,11 +296,14 @@ def command(
             daemon=True,
         )
         lease.start()
+        # is_leader, not only the callbacks: it lapses at the renew deadline even while a
+        # renewal is still waiting for the server.
+        leads = lambda: leading.is_set() and elector.is_leader  # noqa: E731
         with (
             MetricsServer(metrics, port=metrics_port, readiness=readiness),
-            _guarded(guard, adapter, policy, metrics, stop, leading.is_set, **guard_settings),
+            _guarded(guard, adapter, policy, metrics, stop, leads, **guard_settings),
         ):
-            binder.run(stop, leading=leading.is_set)
+            binder.run(stop, leading=leads)
         lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
         return
     on_demand = LeaseOnDemand(elector)

@@ -210,13 +210,21 @@ class LeaderElector:
         self._observed_at = 0.0
         self._observed_duration = self.config.lease_duration
         self._leader = threading.Event()
+        self._renewed_at = float("-inf")
+        """When this candidate last took or renewed the Lease (``clock``)."""
         self._poked = threading.Event()
         self.holder: str | None = None  # last holder seen in the Lease
         self._last_error: str | None = None
 
     @property
     def is_leader(self) -> bool:
-        return self._leader.is_set()
+        """Leads now: from taking the Lease until it is given up, and never more than
+        ``renew_deadline`` after the last renewal, even while a round is still waiting for a
+        server that does not answer (a request and its client's retries can outlast the Lease:
+        a standby may hold it by then)."""
+        return (
+            self._leader.is_set() and self.clock() - self._renewed_at < self.config.renew_deadline
+        )
 
     def _observe(self, lease: dict[str, Any]) -> None:
         version = str((lease.get("metadata") or {}).get("resourceVersion", ""))
@@ -240,7 +248,7 @@ class LeaderElector:
         """Seconds to the next round: the retry period (with jitter when not leading), or,
         while another holds the Lease, ``watch_period`` and never past its expiry."""
         config = self.config
-        if self.is_leader:
+        if self._leader.is_set():
             return config.retry_period
         period = config.retry_period * (1 + random.random() * (config.jitter - 1))
         expires = self.expires_in()
@@ -272,6 +280,7 @@ class LeaderElector:
                 if created is None:
                     return False
                 self._observe(created)
+                self._renewed_at = self.clock()
                 return True
             self._observe(lease)
             spec = dict(lease.get("spec") or {})
@@ -294,6 +303,7 @@ class LeaderElector:
         if updated is None:
             return False
         self._observe(updated)
+        self._renewed_at = self.clock()
         return True
 
     def _failed(self, exc: LeaseError) -> None:
@@ -372,11 +382,11 @@ class LeaderElector:
                 now = self.clock()
                 if held:
                     last_renew = now
-                    if not self.is_leader:
+                    if not self._leader.is_set():
                         log.info("leader election: %s leads %s", self.identity, self.name)
                         self._leader.set()
                         on_started()
-                elif self.is_leader and (
+                elif self._leader.is_set() and (
                     (self.holder is not None and self.holder != self.identity)
                     or now - last_renew >= config.renew_deadline
                 ):
@@ -385,7 +395,7 @@ class LeaderElector:
                     on_stopped()
                 self._wait(self.next_round_in(), stop_event)
         finally:
-            if self.is_leader:
+            if self._leader.is_set():
                 self._leader.clear()
                 self.release()
                 on_stopped()
