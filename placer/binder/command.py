@@ -211,11 +211,13 @@ def command(
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import process_identity
     from placer.kube.leader import (
+        LEASE_REQUEST_TIMEOUT,
         ApiLeaseClient,
         LeaderElector,
         LeaseError,
         LeaseOnDemand,
         LeaseUnusable,
+        lease_api_client,
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -279,7 +281,12 @@ def command(
         metrics.leader.set(0)
 
     elector = LeaderElector(
-        ApiLeaseClient(client, lease_namespace, lease_name),
+        ApiLeaseClient(
+            lease_api_client(client),
+            lease_namespace,
+            lease_name,
+            request_timeout=LEASE_REQUEST_TIMEOUT,
+        ),
         identity,
         namespace=lease_namespace,
         name=lease_name,

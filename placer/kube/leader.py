@@ -9,6 +9,7 @@ expiry judged by the local clock since the record last changed, release by clear
 so it interoperates with client-go candidates, and stops within one retry period.
 """
 
+import copy
 import json
 import logging
 import random
@@ -178,6 +179,21 @@ class ApiLeaseClient:
         return self._check("PUT", status, data)
 
 
+def lease_api_client(api_client: ApiClient) -> ApiClient:
+    """A client for the Lease alone, on the same server and credentials, without the HTTP
+    client's own retries: a renewal that gets no answer is given up at its timeout and the
+    next round starts afresh, rather than a retry waiting out a second timeout (with etcd
+    stopped, a read retried that way outlasted the Lease)."""
+    configuration = copy.copy(api_client.configuration)
+    configuration.retries = False
+    return ApiClient(configuration)
+
+
+LEASE_REQUEST_TIMEOUT = 2.5
+"""Seconds one Lease request may take: a quarter of the renew deadline, so a renewal sent
+while the server could not answer ends in time for rounds to renew before the deadline."""
+
+
 def micro_time(moment: datetime) -> str:
     """RFC 3339 with exactly six fraction digits, as the API's MicroTime requires."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -249,7 +265,8 @@ class LeaderElector:
         while another holds the Lease, ``watch_period`` and never past its expiry."""
         config = self.config
         if self._leader.is_set():
-            return config.retry_period
+            # A renewal that failed is tried again soon: leadership lapses at the deadline.
+            return config.retry_period if self._last_error is None else config.watch_period
         period = config.retry_period * (1 + random.random() * (config.jitter - 1))
         expires = self.expires_in()
         if expires is not None:  # a standby: watch closely, and be there at expiry
