@@ -170,3 +170,42 @@ def test_a_poke_starts_the_next_lease_round_at_once() -> None:
     elector.poke()
     waited.join(timeout=10)
     assert not waited.is_alive() and time.monotonic() - started < 10
+
+
+def test_leadership_lapses_at_the_renew_deadline_while_a_renewal_still_waits() -> None:
+    """A renewal blocked on a server that does not answer (a read timeout, then the client's
+    retries) can outlast the Lease: the leader must stop acting at the renew deadline, before a
+    standby can take the Lease, not when the blocked round finally returns."""
+    store, clock = MemoryLeases(), Clock()
+    config = LeaderConfig(lease_duration=15, renew_deadline=10, retry_period=2)
+    elector = LeaderElector(store, "a", config, namespace="ns", name="lock", clock=clock)
+    assert elector.try_acquire_or_renew()
+    elector._leader.set()  # as run() does on taking it
+    clock.now = 9.9
+    assert elector.is_leader
+    clock.now = 10.0  # no renewal since: the round is still blocked
+    assert not elector.is_leader
+    assert elector.try_acquire_or_renew()  # it answers again: renewed, leading again
+    assert elector.is_leader
+
+
+def test_a_leader_whose_renewal_failed_tries_again_soon_on_a_client_without_retries() -> None:
+    from kubernetes.client import ApiClient, Configuration
+
+    from placer.kube.leader import lease_api_client
+
+    store, clock = MemoryLeases(), Clock()
+    config = LeaderConfig(lease_duration=15, renew_deadline=10, retry_period=2, watch_period=0.5)
+    elector = LeaderElector(store, "a", config, namespace="ns", name="lock", clock=clock)
+    assert elector.try_acquire_or_renew()
+    elector._leader.set()
+    assert elector.next_round_in() == 2
+    store.fail = True
+    assert not elector.try_acquire_or_renew()
+    assert elector.next_round_in() == 0.5  # not a whole period: the deadline is near
+    store.fail = False
+    assert elector.try_acquire_or_renew() and elector.next_round_in() == 2
+    shared = ApiClient(Configuration(host="https://127.0.0.1:6443"))
+    lease = lease_api_client(shared)
+    assert lease.configuration.retries is False and shared.configuration.retries is None
+    assert lease.configuration.host == shared.configuration.host

@@ -209,7 +209,7 @@ def test_leadership_is_given_up_when_renewal_fails_past_the_deadline() -> None:
     assert _wait_for(lambda: not a.is_leader)
     # stepped down after renew_deadline, before the lease could expire for anyone else
     assert TIMED.renew_deadline - 0.1 <= time.monotonic() - failed_at < TIMED.lease_duration
-    assert calls == ["started", "stopped"]
+    assert _wait_for(lambda: calls == ["started", "stopped"])
     store.fail = False
     assert _wait_for(lambda: a.is_leader)  # campaigns again once the server is back
     stop.set()

@@ -211,11 +211,13 @@ def command(
     """Hold pending Redis pods until their shard is whole, solve the batch, and place it."""
     from placer.kube.adapter import process_identity
     from placer.kube.leader import (
+        LEASE_REQUEST_TIMEOUT,
         ApiLeaseClient,
         LeaderElector,
         LeaseError,
         LeaseOnDemand,
         LeaseUnusable,
+        lease_api_client,
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -279,7 +281,12 @@ def command(
         metrics.leader.set(0)
 
     elector = LeaderElector(
-        ApiLeaseClient(client, lease_namespace, lease_name),
+        ApiLeaseClient(
+            lease_api_client(client),
+            lease_namespace,
+            lease_name,
+            request_timeout=LEASE_REQUEST_TIMEOUT,
+        ),
         identity,
         namespace=lease_namespace,
         name=lease_name,
@@ -296,11 +303,14 @@ def command(
             daemon=True,
         )
         lease.start()
+        # is_leader, not only the callbacks: it lapses at the renew deadline even while a
+        # renewal is still waiting for the server.
+        leads = lambda: leading.is_set() and elector.is_leader  # noqa: E731
         with (
             MetricsServer(metrics, port=metrics_port, readiness=readiness),
-            _guarded(guard, adapter, policy, metrics, stop, leading.is_set, **guard_settings),
+            _guarded(guard, adapter, policy, metrics, stop, leads, **guard_settings),
         ):
-            binder.run(stop, leading=leading.is_set)
+            binder.run(stop, leading=leads)
         lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
         return
     on_demand = LeaseOnDemand(elector)

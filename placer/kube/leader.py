@@ -9,6 +9,7 @@ expiry judged by the local clock since the record last changed, release by clear
 so it interoperates with client-go candidates, and stops within one retry period.
 """
 
+import copy
 import json
 import logging
 import random
@@ -178,6 +179,21 @@ class ApiLeaseClient:
         return self._check("PUT", status, data)
 
 
+def lease_api_client(api_client: ApiClient) -> ApiClient:
+    """A client for the Lease alone, on the same server and credentials, without the HTTP
+    client's own retries: a renewal that gets no answer is given up at its timeout and the
+    next round starts afresh, rather than a retry waiting out a second timeout (with etcd
+    stopped, a read retried that way outlasted the Lease)."""
+    configuration = copy.copy(api_client.configuration)
+    configuration.retries = False
+    return ApiClient(configuration)
+
+
+LEASE_REQUEST_TIMEOUT = 2.5
+"""Seconds one Lease request may take: a quarter of the renew deadline, so a renewal sent
+while the server could not answer ends in time for rounds to renew before the deadline."""
+
+
 def micro_time(moment: datetime) -> str:
     """RFC 3339 with exactly six fraction digits, as the API's MicroTime requires."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -210,13 +226,21 @@ class LeaderElector:
         self._observed_at = 0.0
         self._observed_duration = self.config.lease_duration
         self._leader = threading.Event()
+        self._renewed_at = float("-inf")
+        """When this candidate last took or renewed the Lease (``clock``)."""
         self._poked = threading.Event()
         self.holder: str | None = None  # last holder seen in the Lease
         self._last_error: str | None = None
 
     @property
     def is_leader(self) -> bool:
-        return self._leader.is_set()
+        """Leads now: from taking the Lease until it is given up, and never more than
+        ``renew_deadline`` after the last renewal, even while a round is still waiting for a
+        server that does not answer (a request and its client's retries can outlast the Lease:
+        a standby may hold it by then)."""
+        return (
+            self._leader.is_set() and self.clock() - self._renewed_at < self.config.renew_deadline
+        )
 
     def _observe(self, lease: dict[str, Any]) -> None:
         version = str((lease.get("metadata") or {}).get("resourceVersion", ""))
@@ -240,8 +264,9 @@ class LeaderElector:
         """Seconds to the next round: the retry period (with jitter when not leading), or,
         while another holds the Lease, ``watch_period`` and never past its expiry."""
         config = self.config
-        if self.is_leader:
-            return config.retry_period
+        if self._leader.is_set():
+            # A renewal that failed is tried again soon: leadership lapses at the deadline.
+            return config.retry_period if self._last_error is None else config.watch_period
         period = config.retry_period * (1 + random.random() * (config.jitter - 1))
         expires = self.expires_in()
         if expires is not None:  # a standby: watch closely, and be there at expiry
@@ -272,6 +297,7 @@ class LeaderElector:
                 if created is None:
                     return False
                 self._observe(created)
+                self._renewed_at = self.clock()
                 return True
             self._observe(lease)
             spec = dict(lease.get("spec") or {})
@@ -294,6 +320,7 @@ class LeaderElector:
         if updated is None:
             return False
         self._observe(updated)
+        self._renewed_at = self.clock()
         return True
 
     def _failed(self, exc: LeaseError) -> None:
@@ -372,11 +399,11 @@ class LeaderElector:
                 now = self.clock()
                 if held:
                     last_renew = now
-                    if not self.is_leader:
+                    if not self._leader.is_set():
                         log.info("leader election: %s leads %s", self.identity, self.name)
                         self._leader.set()
                         on_started()
-                elif self.is_leader and (
+                elif self._leader.is_set() and (
                     (self.holder is not None and self.holder != self.identity)
                     or now - last_renew >= config.renew_deadline
                 ):
@@ -385,7 +412,7 @@ class LeaderElector:
                     on_stopped()
                 self._wait(self.next_round_in(), stop_event)
         finally:
-            if self.is_leader:
+            if self._leader.is_set():
                 self._leader.clear()
                 self.release()
                 on_stopped()

@@ -433,15 +433,10 @@ class ControlPlane:
             interval=0.1,
         )
 
-    def stop_apiserver(self, kill: bool = False) -> None:
-        """Stop kube-apiserver (SIGTERM, as an upgrade does; ``kill``: SIGKILL), by its pid."""
-        process = self._process("kube-apiserver")
-        assert process.popen is not None
-        if kill:
-            process.popen.kill()
-            process.popen.wait(timeout=30)
-        else:
-            process.stop(timeout=30)
+    def stop_apiserver(self, grace: float = 30.0) -> None:
+        """Stop kube-apiserver by its pid: SIGTERM, as an upgrade does (it stops listening at
+        once, then waits for requests in flight), and SIGKILL after ``grace`` seconds."""
+        self._process("kube-apiserver").stop(timeout=grace)
 
     def start_apiserver(self, extra: Sequence[str] | None = None) -> float:
         """Start kube-apiserver again on the same port, etcd and certificates (with ``extra``
