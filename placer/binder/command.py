@@ -34,6 +34,18 @@ from placer.metrics import Metrics, MetricsServer, Readiness
 
 READY_CONDITION = "cluster"
 """/readyz answers 200 while the binder's view of the cluster is current (``cluster_readable``)."""
+SERVER_CONDITION = "apiserver"
+"""... and while the API server says it is ready itself: with etcd away the binder's requests
+wait rather than fail, so its own view alone would stay "current"."""
+SERVER_PROBE_S = 2.0
+
+
+def follow_server_readiness(adapter: Any, readiness: Readiness, stop: threading.Event) -> None:
+    """Every 2 s, the API server's own /readyz into the binder's."""
+    while True:
+        readiness.set(SERVER_CONDITION, adapter.server_ready())
+        if stop.wait(SERVER_PROBE_S):
+            return
 
 
 @click.command("binder", short_help="Place pending Redis pods, one whole shard at a time.")
@@ -291,8 +303,14 @@ def command(
         namespace=lease_namespace,
         name=lease_name,
     )
-    readiness = Readiness(READY_CONDITION)
+    readiness = Readiness(READY_CONDITION, SERVER_CONDITION)
     binder.readable_listeners.append(lambda ok: readiness.set(READY_CONDITION, ok))
+    threading.Thread(
+        target=follow_server_readiness,
+        args=(adapter, readiness, stop),
+        name="apiserver-readiness",
+        daemon=True,
+    ).start()
     # The API server answers again: the Lease is tried at once, not after its period.
     binder.readable_listeners.append(lambda ok: elector.poke() if ok else None)
     if leader_elect:

@@ -387,6 +387,8 @@ class KubeAdapter(Protocol):
 
     def cordon_node(self, name: str) -> bool: ...
 
+    def server_ready(self) -> bool: ...
+
     def write_configmap(
         self,
         namespace: str,
@@ -969,6 +971,23 @@ class KubernetesAdapter:
         if resource_version:
             metadata["resourceVersion"] = resource_version
         return self._merge_patch(namespace, name, {"metadata": metadata}, "annotations patched")
+
+    def server_ready(self) -> bool:
+        """The API server's own ``/readyz``: 200 only while it can reach etcd and serve. Every
+        authenticated client may ask (the default role system:public-info-viewer), so it
+        needs no grant; False on any failure or after 2 s."""
+        request = self.api_client.param_serialize(
+            method="GET",
+            resource_path="/readyz",
+            header_params={"Accept": "text/plain"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(*request, _request_timeout=2.0)
+            response.read()
+        except Exception:
+            return False
+        return bool(response.status == 200)
 
     def cordon_node(self, name: str) -> bool:
         """``kubectl cordon``: spec.unschedulable true (a merge patch); False if no such node."""

@@ -404,6 +404,12 @@ class FakeKubeAdapter:
             patch = {"metadata": {"labels": dict(labels)}}
             return self._patched((namespace, name), patch, "labels patched")
 
+    server_up = True
+    """What ``server_ready`` answers: a test turns the API server's readiness off."""
+
+    def server_ready(self) -> bool:
+        return self.server_up
+
     def cordon_node(self, name: str) -> bool:
         with self._lock:
             node = self.nodes.get(name)
