@@ -11,7 +11,7 @@ from placer.metrics import Readiness
 def _probe_once(adapter: FakeKubeAdapter, readiness: Readiness) -> None:
     stop = threading.Event()
     stop.set()  # one probe, then return
-    follow_server_readiness(adapter, readiness, stop)
+    follow_server_readiness(adapter, readiness, stop, ("redis-placer", "redis-placer-binder"))
 
 
 def test_not_ready_while_the_api_server_is_not_and_ready_again_after() -> None:

@@ -35,15 +35,17 @@ from placer.metrics import Metrics, MetricsServer, Readiness
 READY_CONDITION = "cluster"
 """/readyz answers 200 while the binder's view of the cluster is current (``cluster_readable``)."""
 SERVER_CONDITION = "apiserver"
-"""... and while the API server says it is ready itself: with etcd away the binder's requests
-wait rather than fail, so its own view alone would stay "current"."""
+"""... and while the API server answers a read that reaches etcd: with etcd away the binder's
+requests wait rather than fail, so its own view alone would stay "current"."""
 SERVER_PROBE_S = 2.0
 
 
-def follow_server_readiness(adapter: Any, readiness: Readiness, stop: threading.Event) -> None:
-    """Every 2 s, the API server's own /readyz into the binder's."""
+def follow_server_readiness(
+    adapter: Any, readiness: Readiness, stop: threading.Event, lease: tuple[str, str]
+) -> None:
+    """Every 2 s, whether the API server reads the Lease (from etcd) into /readyz."""
     while True:
-        readiness.set(SERVER_CONDITION, adapter.server_ready())
+        readiness.set(SERVER_CONDITION, adapter.server_ready(*lease))
         if stop.wait(SERVER_PROBE_S):
             return
 
@@ -307,7 +309,7 @@ def command(
     binder.readable_listeners.append(lambda ok: readiness.set(READY_CONDITION, ok))
     threading.Thread(
         target=follow_server_readiness,
-        args=(adapter, readiness, stop),
+        args=(adapter, readiness, stop, (lease_namespace, lease_name)),
         name="apiserver-readiness",
         daemon=True,
     ).start()

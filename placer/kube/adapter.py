@@ -387,7 +387,7 @@ class KubeAdapter(Protocol):
 
     def cordon_node(self, name: str) -> bool: ...
 
-    def server_ready(self) -> bool: ...
+    def server_ready(self, namespace: str, lease: str) -> bool: ...
 
     def write_configmap(
         self,
@@ -972,14 +972,15 @@ class KubernetesAdapter:
             metadata["resourceVersion"] = resource_version
         return self._merge_patch(namespace, name, {"metadata": metadata}, "annotations patched")
 
-    def server_ready(self) -> bool:
-        """The API server's own ``/readyz``: 200 only while it can reach etcd and serve. Every
-        authenticated client may ask (the default role system:public-info-viewer), so it
-        needs no grant; False on any failure or after 2 s."""
+    def server_ready(self, namespace: str, lease: str) -> bool:
+        """Whether the API server answers a read that reaches etcd: the binder's own Lease
+        (a grant it has), read consistently, within 2 s; a 404 answers too. The API server's
+        ``/readyz`` says nothing of etcd (1.36), and with etcd away requests wait, not fail."""
         request = self.api_client.param_serialize(
             method="GET",
-            resource_path="/readyz",
-            header_params={"Accept": "text/plain"},
+            resource_path="/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+            path_params={"namespace": namespace, "name": lease},
+            header_params={"Accept": JSON},
             auth_settings=["BearerToken"],
         )
         try:
@@ -987,7 +988,7 @@ class KubernetesAdapter:
             response.read()
         except Exception:
             return False
-        return bool(response.status == 200)
+        return response.status in (200, 404)
 
     def cordon_node(self, name: str) -> bool:
         """``kubectl cordon``: spec.unschedulable true (a merge patch); False if no such node."""

@@ -407,7 +407,7 @@ class FakeKubeAdapter:
     server_up = True
     """What ``server_ready`` answers: a test turns the API server's readiness off."""
 
-    def server_ready(self) -> bool:
+    def server_ready(self, namespace: str, lease: str) -> bool:
         return self.server_up
 
     def cordon_node(self, name: str) -> bool:
