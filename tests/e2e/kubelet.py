@@ -284,20 +284,37 @@ class KubeletStandIn:
                 record["server"] = runtime.terminate(key, uid, left)
             else:
                 record["server"] = runtime.terminate(key, uid, 0.0)
-            name = key.split("/", 1)[1]
-            with contextlib.suppress(ApiException):
-                self.core.delete_namespaced_pod(
-                    name,
-                    self.namespace,
-                    grace_period_seconds=0,
-                    body={"preconditions": {"uid": uid}},  # type: ignore[arg-type]
-                )
+            record["delete"] = self._delete_for_good(key.split("/", 1)[1], uid)
         finally:
             if self._containers.get(key) is not None and self._containers[key].uid == uid:
                 self._containers.pop(key, None)
             self._terminating.discard(key)
             record["seconds"] = round(time.monotonic() - began, 2)
             self.terminations.append(record)
+
+    def _delete_for_good(self, name: str, uid: str, within_s: float = 120.0) -> str:
+        """The pod object deleted with grace 0 once its containers are gone, retried as the
+        kubelet's status manager retries it; what happened."""
+        refused: list[str] = []
+        deadline = time.monotonic() + within_s
+        while not self._stop.is_set():
+            try:
+                self.core.delete_namespaced_pod(
+                    name,
+                    self.namespace,
+                    grace_period_seconds=0,
+                    body={"preconditions": {"uid": uid}},  # type: ignore[arg-type]
+                )
+            except ApiException as exc:
+                if exc.status in (404, 409):  # gone, or a new pod of the name
+                    break
+                refused.append(f"{exc.status}: {(exc.body or '')[:200]}")
+                if time.monotonic() > deadline:
+                    return f"not deleted: {refused[-1]}"
+                self._stop.wait(1.0)
+                continue
+            break
+        return f"deleted after {len(refused)} refusals" + (f" ({refused[0]})" if refused else "")
 
     def _patch(self, meta: dict[str, Any], status: dict[str, Any], ip: str, ready: bool) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
