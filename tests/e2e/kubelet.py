@@ -299,11 +299,11 @@ class KubeletStandIn:
         deadline = time.monotonic() + within_s
         while not self._stop.is_set():
             try:
+                # with a body, the API server reads the options from it, not the query
                 self.core.delete_namespaced_pod(
                     name,
                     self.namespace,
-                    grace_period_seconds=0,
-                    body={"preconditions": {"uid": uid}},  # type: ignore[arg-type]
+                    body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},  # type: ignore[arg-type]
                 )
             except ApiException as exc:
                 if exc.status in (404, 409):  # gone, or a new pod of the name

@@ -516,7 +516,7 @@ class Drainer:
             and not p["metadata"].get("deletionTimestamp")
         ]
 
-    def drain(self, node: str, timeout_s: float = 600.0) -> DrainResult:
+    def drain(self, node: str, timeout_s: float = 300.0) -> DrainResult:
         """Cordon, evict every pod at once (each retried on 429), wait until they are gone."""
         result = DrainResult(node, time.monotonic())
         self.cordon(node)
