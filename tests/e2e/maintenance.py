@@ -159,10 +159,14 @@ class Shard:
     """``namespace/name`` of its master and replicas at formation."""
 
 
-def shards_of(runtime: RedisPods, seed_ips: Sequence[str]) -> list[Shard]:
-    """Each master's first slot range and its pods, from CLUSTER SLOTS of the first answering
-    server."""
+def shards_of(runtime: RedisPods, seed_ips: Sequence[str], members: int) -> list[Shard]:
+    """Each master's first slot range (CLUSTER SLOTS) and its pods (CLUSTER NODES: the master
+    and every node replicating it), as the first answering server sees them; every shard must
+    show ``members`` pods."""
+    from tests.e2e.formation import topology
+
     key_of = {p.ip: k for k, p in runtime.pods.items()}
+    top = topology(runtime, seed_ips)
     for ip in seed_ips:
         try:
             with runtime.client(ip) as c:
@@ -176,8 +180,10 @@ def shards_of(runtime: RedisPods, seed_ips: Sequence[str]) -> list[Shard]:
             if master in seen:
                 continue
             seen.add(master)
-            members = tuple(key_of[str(n[0])] for n in entry[2:] if str(n[0]) in key_of)
-            out.append(Shard(len(out), int(entry[0]), int(entry[1]), members))
+            ips = [master, *top.masters.get(master, [])]
+            pods = tuple(key_of[i] for i in ips if i in key_of)
+            assert len(pods) == members, f"shard of {master}: {pods} ({top.masters})"
+            out.append(Shard(len(out), int(entry[0]), int(entry[1]), pods))
         return out
     raise AssertionError("no server answered CLUSTER SLOTS")
 

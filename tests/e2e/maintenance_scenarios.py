@@ -717,7 +717,7 @@ def deployment(
                     and runtime.client(p.ip).info("replication").get("role") == "master"
                 )
                 _wait_webhook(api, namespace, master.split("/", 1)[1])
-            shards = shards_of(runtime, [p.ip for p in runtime.pods.values()])
+            shards = shards_of(runtime, [p.ip for p in runtime.pods.values()], 2)
             with Watch(runtime, shards) as watch:
                 run.watch = watch
                 watch.writes_flow()
