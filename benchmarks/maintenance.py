@@ -100,6 +100,11 @@ def print_tables(reports: list[Report]) -> None:
                 f"end of each scenario: "
                 + "; ".join(f"{o.scenario}: {o.survival_end}" for o in run.outcomes)
             )
+            for o in run.outcomes:
+                if not o.survived_end:
+                    print(
+                        f"  {mode} {o.scenario}, shards (master/replica zones): {o.notes['layout']}"
+                    )
 
 
 def main() -> None:

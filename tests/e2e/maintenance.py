@@ -641,6 +641,11 @@ class Survival:
     """Every zone's loss leaves every shard and the master majority (the checker's verdict)."""
     takes: tuple[str, ...]
     masters_per_zone: Mapping[str, int]
+    layout: tuple[str, ...] = ()
+    """Each shard: its master's zone, then its replicas' zones."""
+    mendable_by_failovers: bool | None = None
+    """When it is not survived: whether a rebalance with moves off (failovers only, what the
+    guard may do) finds a placement that survives."""
 
     def text(self) -> str:
         return "survived" if self.survived else "; ".join(self.takes)
@@ -669,7 +674,39 @@ def zone_survival(adapter: Any, policy: Policy, port: int = REDIS_PORT) -> Survi
         + (f" shards {', '.join(t.shards_lost)}" if t.shards_lost else "")
         for t in zone.takes
     ) + tuple(zone.lost_already)
-    return Survival(zone.survived, takes, dict(sorted(per_zone.items())))
+    layout = tuple(
+        f"{key}: "
+        + "/".join(
+            str(zone_of.get(m.pod.node_name or ""))
+            for m in sorted(ms, key=lambda m: m.role != Role.MASTER)
+        )
+        for key, ms in sorted(snapshot.shards.items())
+    )
+    mendable = None if zone.survived else _failovers_mend(snapshot, policy)
+    return Survival(zone.survived, takes, dict(sorted(per_zone.items())), layout, mendable)
+
+
+def _failovers_mend(snapshot: Any, policy: Policy) -> bool | None:
+    """Whether the rebalance the guard's restore runs (moves off) ends in a zone-survivable plan."""
+    from solver.repair import Caps
+    from solver.solve import SolveOptions, solve
+    from solver.survival import survival_verdicts
+
+    try:
+        plan = solve(
+            snapshot,
+            policy,
+            "rebalance",
+            SolveOptions(
+                deadline=time.monotonic() + 10.0,
+                caps=Caps(max_moves=0, max_failovers=None),
+                explain=False,
+                search=False,
+            ),
+        )
+    except Exception:
+        return None
+    return all(v.survived for v in survival_verdicts(snapshot, policy, plan) if v.level == "zone")
 
 
 # -- the guard's webhook, reachable in this harness --------------------------------------------

@@ -525,9 +525,10 @@ class Run:
             refusals=sum(d.refusals for d in drains),
             handovers=self.handovers() - handovers_before,
             survival_steps=steps or [],
-            survival_end=f"{end.text()} masters {dict(end.masters_per_zone)}",
+            survival_end=f"{end.text()} masters {dict(end.masters_per_zone)}"
+            + ("" if end.survived else f"; failovers alone mend it: {end.mendable_by_failovers}"),
             survived_end=end.survived,
-            notes={**notes, "drains": [_drain_facts(d) for d in drains]},
+            notes={**notes, "drains": [_drain_facts(d) for d in drains], "layout": end.layout},
         )
         print(f"  {self.shape.profile} {'guard' if self.guarded else 'stock'}: {outcome.row()}")
         return outcome
