@@ -82,6 +82,7 @@ from tests.tls_material import make_authority, write_leaf
 
 SETTLE_WITHIN_S = 420.0
 RESTORE_WITHIN_S = 120.0
+RELINK_AFTER_S = 60.0
 KILLED_DRAIN_BOUND_S = 60.0
 """After the guard is killed a drain completes within this: the webhook fails open at once
 (connection refused) or after its 5 s timeout, and kubectl retries every 5 s."""
@@ -162,6 +163,7 @@ class Outcome:
             if self.restore_s is None
             else round(self.restore_s, 1),
             "end": self.survival_end,
+            "replicas relinked": self.notes.get("replicas relinked", 0),
         }
 
 
@@ -434,6 +436,9 @@ class Run:
         self.statefulsets: list[str] = []
         self.watch: Watch | None = None
         self.replaced = 0
+        self.relinked = 0
+        """Replicas re-pointed at their master's new IP (``relink_stale_replicas``)."""
+        self._unwhole_since: float | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -474,10 +479,26 @@ class Run:
 
     def settle(self) -> float:
         began = time.monotonic()
-        wait_until(self.whole, SETTLE_WITHIN_S, "every pod Ready and Redis whole")
+        wait_until(self._whole_or_relinked, SETTLE_WITHIN_S, "every pod Ready and Redis whole")
         assert self.watch is not None
         self.watch.writes_flow()
         return time.monotonic() - began
+
+    def _whole_or_relinked(self) -> str | None:
+        """``whole``; after RELINK_AFTER_S of not whole, a replica still dialing its master's old
+        IP (redis-server 7.0 does not always follow a restarted master's new address) is given
+        ``CLUSTER REPLICATE`` of its master, as an operator's reconcile would, and it is noted."""
+        problem = self.whole()
+        if problem is None:
+            self._unwhole_since = None
+            return None
+        now = time.monotonic()
+        if self._unwhole_since is None:
+            self._unwhole_since = now
+        if now - self._unwhole_since > RELINK_AFTER_S:
+            self._unwhole_since = now
+            self.relinked += relink_stale_replicas(self.runtime)
+        return problem
 
     def restored(self) -> float | None:
         """Seconds until every zone's loss is survivable again (the guard restores; stock is
@@ -508,6 +529,7 @@ class Run:
         steps: list[str] | None = None,
         **notes: Any,
     ) -> Outcome:
+        relinked_before = self.relinked
         settle_s = self.settle()
         assert self.watch is not None
         self.watch.end(window)
@@ -528,7 +550,12 @@ class Run:
             survival_end=f"{end.text()} masters {dict(end.masters_per_zone)}"
             + ("" if end.survived else f"; failovers alone mend it: {end.mendable_by_failovers}"),
             survived_end=end.survived,
-            notes={**notes, "drains": [_drain_facts(d) for d in drains], "layout": end.layout},
+            notes={
+                **notes,
+                "drains": [_drain_facts(d) for d in drains],
+                "layout": end.layout,
+                "replicas relinked": self.relinked - relinked_before,
+            },
         )
         print(f"  {self.shape.profile} {'guard' if self.guarded else 'stock'}: {outcome.row()}")
         return outcome
@@ -657,6 +684,43 @@ class Run:
         return self._outcome(
             "pool upgrade", window, wall, drains, handovers, evictions, steps, zone=zone
         )
+
+
+def relink_stale_replicas(runtime: RedisPods) -> int:
+    """Replicas whose link is down while dialing an address their master no longer has:
+    ``CLUSTER REPLICATE`` of the same master (the node ID), so they dial its current IP."""
+    import redis
+
+    done = 0
+    for pod in list(runtime.pods.values()):
+        if not pod.alive():
+            continue
+        try:
+            with runtime.client(pod.ip, timeout_s=1.0) as c:
+                info = c.info("replication")
+                if info.get("role") != "slave" or info.get("master_link_status") == "up":
+                    continue
+                mine = [
+                    line.split()
+                    for line in str(c.execute_command("CLUSTER", "NODES")).splitlines()
+                    if "myself" in line
+                ]
+                master_id = mine[0][3] if mine else "-"
+                nodes = str(c.execute_command("CLUSTER", "NODES")).splitlines()
+                current = next(
+                    (
+                        ln.split()[1].split("@")[0].rsplit(":", 1)[0]
+                        for ln in nodes
+                        if ln.startswith(master_id)
+                    ),
+                    None,
+                )
+                if master_id != "-" and current and current != info.get("master_host"):
+                    c.execute_command("CLUSTER", "REPLICATE", master_id)
+                    done += 1
+        except (redis.RedisError, OSError):
+            continue
+    return done
 
 
 def _drain_facts(d: DrainResult) -> dict[str, Any]:
