@@ -307,7 +307,7 @@ def _bring_up(
         else:
             members = {
                 str(shard): [
-                    runtime.ip(f"{namespace}/valkey-vk-{shard}-{node}") for node in range(2)
+                    runtime.ip(f"{namespace}/valkey-vk-{shard}-{node}-0") for node in range(2)
                 ]
                 for shard in range(shape.shards)
             }
