@@ -195,6 +195,23 @@ def test_review_asks_the_guard_about_evictions_and_deletes_only() -> None:
     assert asked == [("default", "s0-m", False), ("default", "s0-m", True)]
 
 
+def test_review_never_holds_the_last_delete_of_a_pod_already_going() -> None:
+    """The kubelet deletes a terminating pod's object (grace 0) once its containers stop: the
+    guard is not asked, however stale its reading."""
+    asked: list[str] = []
+
+    def admit(namespace: str, name: str, *, dry_run: bool = False) -> Admission:
+        asked.append(name)
+        return Admission(False, "hold on", 429)
+
+    going = {"metadata": {"name": "s0-m", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert review(_request("delete", oldObject=going), admit)["response"]["allowed"]
+    assert asked == []
+    running = {"metadata": {"name": "s0-m"}}
+    assert not review(_request("delete", oldObject=running), admit)["response"]["allowed"]
+    assert asked == ["s0-m"]
+
+
 def test_review_lets_through_when_the_guard_fails() -> None:
     def admit(namespace: str, name: str, *, dry_run: bool = False) -> Admission:
         raise RuntimeError("boom")

@@ -387,3 +387,36 @@ def test_the_probe_of_auto_spreads_over_zones() -> None:
         m for m in sorted(snap.members, key=lambda m: m.key) if m.pod.node_name in ("na0", "na1")
     ]
     assert [m.pod.node_name for m in probe_members(few, snap)] == ["na0", "na1", "na0"]
+
+
+def test_client_tls_files_are_never_seen_half_written() -> None:
+    """The guard resolves access at every reading while other threads open TLS connections
+    with the same files: a reader sees the old content or the new one, never a part of either,
+    and content that has not changed is not written again."""
+    import threading
+
+    from placer.redis.access import _Files
+
+    files = _Files()
+    old, new = b"A" * 100_000, b"B" * 60_000
+    path = Path(files.write("cluster.crt", old))
+    stop = threading.Event()
+    seen: set[int] = set()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.add(len(path.read_bytes()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for i in range(200):
+            files.write("cluster.crt", new if i % 2 else old)
+    finally:
+        stop.set()
+        reader.join()
+    assert seen <= {len(old), len(new)}, sorted(seen)
+    before = path.stat().st_ino
+    files.write("cluster.crt", path.read_bytes())
+    assert path.stat().st_ino == before
+    assert path.stat().st_mode & 0o777 == 0o600

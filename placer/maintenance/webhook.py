@@ -26,7 +26,9 @@ MAX_BODY = 4 << 20
 
 
 def _target(request: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(namespace, pod name) for an eviction or a pod delete; None for anything else."""
+    """(namespace, pod name) for an eviction or a pod delete; None for anything else, and for
+    the delete of a pod already being deleted: holding it cannot keep the pod (its containers
+    are stopping or stopped), it only leaves its object behind and its StatefulSet waiting."""
     resource = (request.get("resource") or {}).get("resource")
     sub = request.get("subResource") or ""
     operation = request.get("operation")
@@ -34,6 +36,10 @@ def _target(request: Mapping[str, Any]) -> tuple[str, str] | None:
         return None
     if not ((sub == "eviction" and operation == "CREATE") or (sub == "" and operation == "DELETE")):
         return None
+    if operation == "DELETE" and ((request.get("oldObject") or {}).get("metadata") or {}).get(
+        "deletionTimestamp"
+    ):
+        return None  # already stopping: the kubelet's last delete, once its containers are gone
     namespace = request.get("namespace") or ""
     name = request.get("name") or ""
     if not name and sub == "eviction":

@@ -11,8 +11,10 @@ Redis is asked anything, so nothing changes.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,19 +77,37 @@ class Dialer:
 
 class _Files:
     """A private folder for client certificates and keys (redis-py takes them as files only),
-    removed when the process ends."""
+    removed when the process ends.
+
+    A file is replaced whole (a new file renamed over it) and only when its content changes:
+    the guard resolves access at every reading while its other threads open TLS connections
+    with the same files, and a file rewritten in place can be read half written (the handshake
+    then fails, and a member that serves is taken for one that does not)."""
 
     def __init__(self) -> None:
         self._folder: Path | None = None
+        self._lock = threading.Lock()
 
     def write(self, name: str, data: bytes) -> str:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="redis-placer-tls-"))
-            atexit.register(shutil.rmtree, self._folder, True)
-        path = self._folder / name
-        path.touch(mode=0o600)
-        path.write_bytes(data)
-        return str(path)
+        with self._lock:
+            if self._folder is None:
+                self._folder = Path(tempfile.mkdtemp(prefix="redis-placer-tls-"))
+                atexit.register(shutil.rmtree, self._folder, True)
+            path = self._folder / name
+            try:
+                if path.read_bytes() == data:
+                    return str(path)
+            except OSError:
+                pass  # not written yet
+            fd, temporary = tempfile.mkstemp(dir=self._folder, prefix=f".{name}.")
+            try:
+                with os.fdopen(fd, "wb") as out:  # mkstemp makes it 0600
+                    out.write(data)
+                os.replace(temporary, path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            return str(path)
 
 
 _FILES = _Files()

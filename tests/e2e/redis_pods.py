@@ -71,6 +71,8 @@ class RedisPods:
         self._next = 0
         self._lock = threading.RLock()
         self.pods: dict[str, RedisPod] = {}
+        self.stopping: dict[str, RedisPod] = {}
+        """Servers of deleted pods still shutting down (``terminate``), by ``namespace/name``."""
 
     def _new_ip(self) -> str:
         self._next += 1
@@ -134,6 +136,32 @@ class RedisPods:
             if pod is not None:
                 self._kill(pod, signal.SIGTERM)
 
+    def terminate(self, key: str, uid: str, grace_s: float) -> str:
+        """The pod ``key`` of ``uid`` stops as a kubelet stops its container: SIGTERM, then
+        SIGKILL once ``grace_s`` has passed. Waits outside the lock (other pods start and stop
+        meanwhile); returns how it ended (``exited``, ``killed``, ``absent``)."""
+        with self._lock:
+            pod = self.pods.get(key)
+            if pod is None or pod.uid != uid:
+                return "absent"
+            del self.pods[key]
+            self.stopping[key] = pod
+        try:
+            proc = pod.proc
+            if proc is None or proc.poll() is not None:
+                return "exited"
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=max(grace_s, 0.0))
+                return "exited"
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+                return "killed"
+        finally:
+            with self._lock:
+                self.stopping.pop(key, None)
+
     def crash(self, keys: list[str]) -> None:
         """Servers lost with their node: SIGKILL, no goodbye to the cluster."""
         with self._lock:
@@ -164,3 +192,8 @@ class RedisPods:
     def alive(self, key: str) -> bool:
         pod = self.pods.get(key)
         return pod is not None and pod.alive()
+
+    def running(self, key: str) -> bool:
+        """A process of ``key`` runs: its pod's, or a deleted one's still shutting down."""
+        stopping = self.stopping.get(key)
+        return self.alive(key) or (stopping is not None and stopping.alive())
