@@ -352,6 +352,25 @@ class FakeKubeAdapter:
             patch = build_ungate_patch(stored, gate, version)
             return self._patched((namespace, name), patch, f"gate {gate} removed")
 
+    def _patch_metadata(
+        self,
+        namespace: str,
+        name: str,
+        field: str,
+        values: Mapping[str, str | None],
+        resource_version: str | None,
+    ) -> PatchResult:
+        """A merge patch of the pod's labels or annotations, as the API server takes it: 404 for
+        a pod gone, 409 when ``resource_version`` is not the pod's any more."""
+        with self._lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
+            if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
+                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
+            patch = {"metadata": {field: dict(values)}}
+            return self._patched((namespace, name), patch, f"{field} patched")
+
     def _patched(self, key: Key, patch: Mapping[str, Any], done: str) -> PatchResult:
         """Apply a merge patch to the stored pod (the caller holds the lock)."""
         patched = apply_merge_patch(copy.deepcopy(self.pods[key]), dict(patch))
@@ -395,14 +414,7 @@ class FakeKubeAdapter:
         labels: Mapping[str, str | None],
         resource_version: str | None = None,
     ) -> PatchResult:
-        with self._lock:
-            pod = self.pods.get((namespace, name))
-            if pod is None:
-                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
-            if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
-                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
-            patch = {"metadata": {"labels": dict(labels)}}
-            return self._patched((namespace, name), patch, "labels patched")
+        return self._patch_metadata(namespace, name, "labels", labels, resource_version)
 
     server_up = True
     """What ``server_ready`` answers: a test turns the API server's readiness off."""
@@ -535,14 +547,7 @@ class FakeKubeAdapter:
         annotations: Mapping[str, str | None],
         resource_version: str | None = None,
     ) -> PatchResult:
-        with self._lock:
-            pod = self.pods.get((namespace, name))
-            if pod is None:
-                return PatchResult(PatchOutcome.GONE, 404, f"pod {namespace}/{name} not found")
-            if resource_version and pod["metadata"]["resourceVersion"] != resource_version:
-                return PatchResult(PatchOutcome.CONFLICT, 409, "the object has been modified")
-            patch = {"metadata": {"annotations": dict(annotations)}}
-            return self._patched((namespace, name), patch, "annotations patched")
+        return self._patch_metadata(namespace, name, "annotations", annotations, resource_version)
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
