@@ -21,6 +21,20 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
+def pod_serving(pod: Mapping[str, Any]) -> bool:
+    """The pod is Ready and not being deleted: it serves its shard now."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """``{"app": "redis"}`` as the API's ``labelSelector`` (``app=redis``)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
 def build_binding(
     name: str, uid: str | None, node: str, annotations: Mapping[str, str] | None = None
 ) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from models.kube_objects import build_snapshot
 from models.maintenance import node_going
 from models.policy import Policy
 from models.snapshot import Snapshot
+from placer.kube.objects import label_selector, pod_key, pod_serving
 from placer.redis.access import AccessError, Dialer, resolve_access
 from placer.redis.ops import RedisEndpoint, RedisOpsError, info_replication
 from placer.redis.roles import RoleMismatch, apply_roles, read_views, resolve_roles
@@ -58,14 +59,6 @@ class GuardView:
         return frozenset(
             m.key for m in self.snapshot.members if m.pod.node_name in self.going_nodes
         )
-
-
-def _ready(obj: Mapping[str, Any]) -> bool:
-    meta = obj.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return False
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _int(info: Mapping[str, str], key: str) -> int | None:
@@ -138,16 +131,13 @@ def read_guard_view(
     max_lag: int = MAX_LAG_BYTES,
 ) -> GuardView:
     """Read nodes, managed pods and StatefulSets, then every member's Redis."""
-    selector = ",".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
+    selector = label_selector(policy.selector)
     nodes = adapter.list_nodes()
     pods = adapter.list_pods(label_selector=selector) if selector else adapter.list_pods()
     objects = [*nodes, *pods, *adapter.list_statefulsets()]
     snapshot = build_snapshot(objects, policy)
-    by_key: dict[str, Mapping[str, Any]] = {}
-    for obj in pods:
-        meta = obj.get("metadata") or {}
-        by_key[f"{meta.get('namespace')}/{meta.get('name')}"] = obj
-    ready = {key: _ready(obj) for key, obj in by_key.items()}
+    by_key: dict[str, Mapping[str, Any]] = {pod_key(obj): obj for obj in pods}
+    ready = {key: pod_serving(obj) for key, obj in by_key.items()}
     deleting = frozenset(
         key for key, obj in by_key.items() if (obj.get("metadata") or {}).get("deletionTimestamp")
     )

@@ -39,6 +39,7 @@ def apply_changes(
 ) -> dict[str, Any]:
     """Run the change list; with ``relabel``, first make ``label_fixes`` follow Redis."""
     from placer.kube.adapter import EvictOutcome as KubeEvict
+    from placer.kube.objects import label_selector, pod_serving
     from placer.rebalance.failover import (
         Action,
         EvictOutcome,
@@ -88,16 +89,12 @@ def apply_changes(
         """Ready, not terminating members of one shard, read from the API for that shard only."""
         namespace = shard_key.split("/", 1)[0]
         names = {m.pod.name for m in snapshot.shards.get(shard_key, ())}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(policy.selector.items()))
+        selector = label_selector(policy.selector)
         count = 0
         for obj in adapter.list_pods(namespace=namespace, label_selector=selector):
             if (obj.get("metadata") or {}).get("name") not in names:
                 continue  # the shard's members keep their StatefulSet names when recreated
-            ready = any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (obj.get("status") or {}).get("conditions") or []
-            )
-            if ready and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+            if pod_serving(obj):
                 count += 1
         return count
 
