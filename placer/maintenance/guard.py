@@ -176,22 +176,23 @@ class Guard:
             ),
         )
 
-    def _handing_over(self, view: GuardView) -> set[str]:
-        """Masters whose handover is asked for (here or on the pod) and not done."""
+    def _asked(self, view: GuardView) -> set[str]:
+        """Pods whose handover was asked for: by this replica, or by any (on the pod)."""
         with self._lock:
             wanted = set(self._wanted)
-        for key, obj in view.pods.items():
-            if HANDOVER_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
-                wanted.add(key)
-        return {m.key for m in view.snapshot.members if m.key in wanted and m.role == Role.MASTER}
+        return wanted | {key for key in view.pods if _annotated(view, key)}
+
+    def _handing_over(self, view: GuardView) -> set[str]:
+        """Masters whose handover is asked for (here or on the pod) and not done."""
+        asked = self._asked(view)
+        return {m.key for m in view.snapshot.members if m.key in asked and m.role == Role.MASTER}
 
     def _want(self, view: GuardView, key: str) -> None:
         """Record the handover on the pod for whichever replica leads, and wake this one's loop."""
         with self._lock:
             fresh = key not in self._wanted
             self._wanted.add(key)
-        annotations = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
-        if fresh and HANDOVER_ANNOTATION not in annotations:
+        if fresh and not _annotated(view, key):
             namespace, name = key.split("/", 1)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             try:
@@ -241,11 +242,7 @@ class Guard:
     def _due(self, view: GuardView) -> list[str]:
         """Masters to hand over: asked for by a refused eviction or delete (here or on the pod),
         or on a node that is cordoned or tainted for disruption; one shard's at a time first."""
-        with self._lock:
-            wanted = set(self._wanted)
-        for key, obj in view.pods.items():
-            if HANDOVER_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
-                wanted.add(key)
+        wanted = self._asked(view)
         masters = {m.key for m in view.snapshot.members if m.role == Role.MASTER}
         due = sorted((wanted & masters) - view.deleting)
         due += [k for k in masters_on(view, view.going_nodes) if k not in due]
@@ -256,8 +253,7 @@ class Guard:
     def _forget(self, view: GuardView, key: str) -> None:
         with self._lock:
             self._wanted.discard(key)
-        annotations = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
-        if HANDOVER_ANNOTATION in annotations:
+        if _annotated(view, key):
             namespace, name = key.split("/", 1)
             try:
                 self.adapter.annotate_pod(namespace, name, {HANDOVER_ANNOTATION: None})
@@ -413,6 +409,12 @@ class Guard:
         for verdict in survival_verdicts(view.snapshot, self.policy, keep_plan(view.snapshot)):
             broken = verdict.judged and not verdict.survived
             self.metrics.survival_broken.labels(level=verdict.level).set(1 if broken else 0)
+
+
+def _annotated(view: GuardView, key: str) -> bool:
+    """The pod, as read, carries the handover request."""
+    meta = view.pods.get(key, {}).get("metadata") or {}
+    return HANDOVER_ANNOTATION in (meta.get("annotations") or {})
 
 
 __all__ = ["HANDOVER_ANNOTATION", "Admission", "Guard"]
