@@ -107,8 +107,8 @@ percent, and the product must stay an exact 64-bit integer on the largest cluste
 
 class Weights(Wire):
     """Costs of the soft terms, in the order users weigh them: losing masters to one failure
-    (a zone's, then a rack's), then replicas sharing their master's domain, then stacked
-    masters, then memory balance (docs/objective.md)."""
+    (a zone's, then a rack's), then replicas sharing their master's domain, then the members
+    one zone failure takes, then stacked masters, then memory balance (docs/objective.md)."""
 
     survival: int = Field(
         default=100,
@@ -137,6 +137,15 @@ class Weights(Wire):
         le=MAX_WEIGHT,
         description="Cost per replica in its master's zone, when "
         "`rules.replicaSeparation.zone` is `preferred`.",
+    )
+    member_spread: int = Field(
+        default=10,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Per Redis cluster, cost per member in its fullest zone: the members one "
+        "zone failure takes. Members spread over zones let failovers alone put the masters "
+        "back after a rollout, a drain or a zone's return (a pod that comes back goes to the "
+        "zone it left).",
     )
     master_balance: int = Field(
         default=10,

@@ -1188,6 +1188,7 @@ def _objective_with_running(
     # Masters per (Redis cluster, zone) and per (Redis cluster, rack): what one failure takes.
     per_cluster_domain: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_cluster_rack: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
+    per_cluster_zone_members: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_node: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     memory: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     # Per key: [all final members, running members only]; memory also counts running members.
@@ -1198,6 +1199,9 @@ def _objective_with_running(
         entry[0] += used
         entry[1] += used * keeps
         entry[2] += keeps
+        members = per_cluster_zone_members[(f.cluster, node.zone)]
+        members[0] += 1
+        members[1] += keeps
         if f.role is Role.MASTER:
             domain = per_cluster_domain[(f.cluster, node.zone)]
             domain[0] += 1
@@ -1222,12 +1226,17 @@ def _objective_with_running(
     def rack_survival(i: int) -> int:
         return weights.rack_survival * worst_loss(per_cluster_rack, i)
 
+    def member_spread(i: int) -> int:
+        """Per Redis cluster, the members its worst single zone failure takes, summed."""
+        return weights.member_spread * worst_loss(per_cluster_zone_members, i)
+
     def master_balance(i: int) -> int:
         """Masters beyond the first on any node."""
         return weights.master_balance * sum(max(0, counts[i] - 1) for counts in per_node.values())
 
     terms["survival"] = float(survival(0))
     terms["rackSurvival"] = float(rack_survival(0))
+    terms["memberSpread"] = float(member_spread(0))
     terms["masterBalance"] = float(master_balance(0))
 
     for pod in view.snapshot.other_pods:
@@ -1256,5 +1265,6 @@ def _objective_with_running(
     terms["total"] = sum(terms.values())
     if not running:
         return terms, None
-    base += survival(1) + rack_survival(1) + master_balance(1) + weights.load_balance * max_util(1)
+    base += survival(1) + rack_survival(1) + member_spread(1) + master_balance(1)
+    base += weights.load_balance * max_util(1)
     return terms, float(base)

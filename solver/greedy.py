@@ -81,6 +81,9 @@ class _Cluster:
         # Masters per cluster and zone, and per cluster and rack: a master goes where its
         # cluster has the fewest (objective.md, survival and rackSurvival).
         self.spread: dict[tuple[str, str, str], int] = defaultdict(int)
+        # Members per cluster and zone: a replica goes to the zone holding the fewest of its
+        # cluster's members (objective.md, memberSpread).
+        self.zone_members: dict[tuple[str, str], int] = defaultdict(int)
         self.rack_order: dict[str, _RackOrder] = {}
         # Bound requests summed as integers, and a node's free Resources built only when a pod
         # looks at it: per-pod model arithmetic over a large running cluster costs more than the
@@ -125,6 +128,7 @@ class _Cluster:
                 heapq.heapify(heap)
 
     def _count(self, m: Member, node: Node, role: Role, placing: set[str], sign: int = 1) -> None:
+        self.zone_members[(m.cluster, node.zone or "")] += sign
         if role is Role.MASTER:
             self.masters[node.name] += sign
             self.spread[(m.cluster, node.zone or "", "")] += sign
@@ -514,22 +518,24 @@ def _keep_majorities(
 def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
     """The filter's best node: for a master the zone, then the rack, holding the fewest masters
     of its Redis cluster; for a replica another zone than its master's (score 100), else its
-    master's zone but another rack (70), else its rack (30); within a score the most free
-    memory, then the first name."""
+    master's zone but another rack (70), else its rack (30); within a score the zone holding
+    the fewest members of its Redis cluster, then the most free memory, then the first name."""
     master = rules.master_node.get(member.shard_key)
     if role is Role.MASTER:
         return _spread_master(state, rules, member)
     heaps = state.master_zones if role is Role.MASTER else state.zones
     if role is Role.REPLICA and master is not None:
         away = [h for zone, h in heaps.items() if zone != (master.zone or "")]
-        node = _most_free(state, [state.best_in(h, member, role, rules) for h in away])
+        node = _fewest_members(state, member, [state.best_in(h, member, role, rules) for h in away])
         if node is None:
             home = heaps.get(master.zone or "", [])
             node = state.best_in(home, member, role, rules, avoid_rack=master.rack)
         if node is None:
             node = state.best_in(state.racks.get(master.rack, []), member, role, rules)
         return node
-    return _most_free(state, [state.best_in(h, member, role, rules) for h in heaps.values()])
+    return _fewest_members(
+        state, member, [state.best_in(h, member, role, rules) for h in heaps.values()]
+    )
 
 
 def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | None:
@@ -540,9 +546,15 @@ def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | Non
     return order.best(lambda zone: spread[(cluster, zone, "")], member, rules)
 
 
-def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:
+def _fewest_members(state: _Cluster, member: Member, nodes: list[Node | None]) -> Node | None:
+    """The zone holding the fewest members of the member's Redis cluster, then the most free."""
     found = [n for n in nodes if n is not None]
-    return min(found, key=lambda n: (-state.free[n.name].memory, n.name), default=None)
+    count = state.zone_members
+    return min(
+        found,
+        key=lambda n: (count[(member.cluster, n.zone or "")], -state.free[n.name].memory, n.name),
+        default=None,
+    )
 
 
 def greedy_plan(snapshot: Snapshot, policy: Policy) -> Plan:

@@ -137,6 +137,8 @@ class _State:
         self.rack_masters: dict[str | None, dict[str, int]] = {}
         """Per rack inside its zone (``zone/rack``): alive masters per Redis cluster, for
         rackSurvival (a rack label repeated in two zones names two racks)."""
+        self.zone_members: dict[str | None, dict[str, int]] = {}
+        """Per zone: alive members per Redis cluster, for memberSpread."""
         self.dom_alive: dict[str, dict[str | None, int]] = {lv: {} for lv in LEVELS}
         self.dom_whole: dict[str, dict[str | None, set[str]]] = {lv: {} for lv in LEVELS}
         """Per level and domain: shards whose alive members are all in it."""
@@ -166,6 +168,7 @@ class _State:
             "here",
             "dom_nodes",
             "rack_masters",
+            "zone_members",
         ):
             setattr(copy, name, dict(getattr(self, name)))
         for name in ("masters_total", "masters_alive", "pairs", "util", "exclusive", "losses"):
@@ -225,6 +228,7 @@ class _State:
                     self._count(self.dom_masters[level], domain, part.cluster, sign)
             if master:
                 self._count(self.rack_masters, f"{node.zone}/{node.rack}", part.cluster, sign)
+            self._count(self.zone_members, node.zone, part.cluster, sign)
             for level in judged:
                 at = (level, node.domain(level))
                 domains.add(at)
@@ -619,6 +623,12 @@ class RunningVerdict:
                 if n > worst_rack.get(cluster, 0):
                     worst_rack[cluster] = n
         terms["rackSurvival"] = float(weights.rack_survival * sum(worst_rack.values()))
+        worst_zone: dict[str, int] = {}
+        for counts in state.zone_members.values():
+            for cluster, n in counts.items():
+                if n > worst_zone.get(cluster, 0):
+                    worst_zone[cluster] = n
+        terms["memberSpread"] = float(weights.member_spread * sum(worst_zone.values()))
         terms["masterBalance"] = float(weights.master_balance * state.balance)
         terms["loadBalance"] = float(weights.load_balance * max(state.util.values(), default=0))
         terms["move"] = float(weights.move * moves)

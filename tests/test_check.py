@@ -642,11 +642,12 @@ def objective_example() -> tuple[Snapshot, Plan]:
 
 
 def test_objective_term_by_term() -> None:
-    """rack 50x1, zone 30x2, survival 100x(1+1), rackSurvival 20x(1+1), masterBalance 10x1,
-    loadBalance 1x50, move 100x1, failover 20x1.
+    """rack 50x1, zone 30x2, survival 100x(1+1), rackSurvival 20x(1+1), memberSpread
+    10x(2+1), masterBalance 10x1, loadBalance 1x50, move 100x1, failover 20x1.
 
     survival: one zone failure takes at most one master of c1 (1) and of c2 (1); so does one
     rack failure (rackSurvival).
+    memberSpread: one zone failure takes two members of c1 (either zone) and one of c2.
     masterBalance: n1 holds two masters (+1).
     loadBalance: n1 = 3Gi + 2 x 1Gi = 50 %; n5 (90 %) hosts no member any more.
     """
@@ -657,11 +658,12 @@ def test_objective_term_by_term() -> None:
         "zone": 60.0,
         "survival": 200.0,
         "rackSurvival": 40.0,
+        "memberSpread": 30.0,
         "masterBalance": 10.0,
         "loadBalance": 50.0,
         "move": 100.0,
         "failover": 20.0,
-        "total": 530.0,
+        "total": 560.0,
     }
 
 
@@ -674,6 +676,7 @@ def test_objective_follows_weights_and_strengths() -> None:
             "zone": 7,
             "survival": 4,
             "rackSurvival": 6,
+            "memberSpread": 3,
             "masterBalance": 2,
             "loadBalance": 3,
             "move": 5,
@@ -685,11 +688,12 @@ def test_objective_follows_weights_and_strengths() -> None:
     assert terms["zone"] == 14.0
     assert terms["survival"] == 8.0
     assert terms["rackSurvival"] == 12.0
+    assert terms["memberSpread"] == 9.0
     assert terms["masterBalance"] == 2.0
     assert terms["loadBalance"] == 150.0
     assert terms["move"] == 5.0
     assert terms["failover"] == 0.0
-    assert terms["total"] == 14.0 + 8.0 + 12.0 + 2.0 + 150.0 + 5.0
+    assert terms["total"] == 14.0 + 8.0 + 12.0 + 9.0 + 2.0 + 150.0 + 5.0
 
 
 def test_rack_survival_counts_the_fullest_rack_of_each_cluster() -> None:
@@ -789,8 +793,8 @@ def test_brute_force_trades_separation_against_load() -> None:
     (one master).
 
     n1 (a, r1, 16Gi, 8Gi used), n2 (a, r2, 16Gi), n3 (b, r3, 4Gi):
-    {n1,n2}: 120 + zone 30 + util 56 = 206; {n1,n3}: 120 + util 56 = 176; {n2,n3}: 120 + util
-    25 = 145.
+    {n1,n2}: 120 + zone 30 + memberSpread 20 + util 56 = 226; {n1,n3}: 120 + memberSpread 10 +
+    util 56 = 186; {n2,n3}: 120 + memberSpread 10 + util 25 = 155.
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r2"), node("n3", "b", "r3", memory="4Gi")],
@@ -800,14 +804,15 @@ def test_brute_force_trades_separation_against_load() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 145
+    assert brute_force_optimum(snap, Policy()) == 155
 
 
 def test_brute_force_picks_the_master_among_role_less_members() -> None:
     """x must go to n1 (selector), where another cluster's master already runs: y is the master.
 
     survival 100 x (1 + 1) and rackSurvival 20 x (1 + 1) (each cluster loses its one master with
-    its zone and with its rack), no stacked master, load 2Gi/16Gi = 12, different zones: 252.
+    its zone and with its rack), memberSpread 10 x (1 + 1), no stacked master, load 2Gi/16Gi =
+    12, different zones: 272.
     """
     snap = snapshot(
         [node("n1", "a", "r1", labels={"slot": "x"}), node("n2", "b", "r2")],
@@ -817,7 +822,7 @@ def test_brute_force_picks_the_master_among_role_less_members() -> None:
             redis_pod("y", "c", 0, None),
         ],
     )
-    assert brute_force_optimum(snap, Policy()) == 252
+    assert brute_force_optimum(snap, Policy()) == 272
 
 
 def test_brute_force_reports_infeasible() -> None:
@@ -829,12 +834,12 @@ def test_brute_force_reports_infeasible() -> None:
     assert brute_force_optimum(snap, Policy()) is None
 
 
-@pytest.mark.parametrize(("move_weight", "expected"), [(100, 206), (10, 136)])
+@pytest.mark.parametrize(("move_weight", "expected"), [(100, 226), (10, 146)])
 def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expected: int) -> None:
     """Master n1 and replica n2 share rack r1 (50 + 30); n3 is elsewhere.
 
-    Staying costs 80 + survival 100 + rackSurvival 20 + load 6 = 206; moving one member to n3
-    costs move + 120 + 6. A failover never helps (the pair is symmetric).
+    Staying costs 80 + survival 100 + rackSurvival 20 + memberSpread 20 + load 6 = 226; moving
+    one member to n3 costs move + 120 + 10 + 6. A failover never helps (the pair is symmetric).
     """
     snap = snapshot(
         [node("n1", "a", "r1"), node("n2", "a", "r1"), node("n3", "b", "r2")],
@@ -842,7 +847,7 @@ def test_brute_force_rebalance_moves_only_when_it_pays(move_weight: int, expecte
     )
     policy = make_policy(weights={"move": move_weight})
     assert brute_force_optimum(snap, policy, mode="rebalance") == expected
-    assert brute_force_optimum(snap, policy, mode="place") == 206
+    assert brute_force_optimum(snap, policy, mode="place") == 226
 
 
 def test_brute_force_refuses_big_instances() -> None:

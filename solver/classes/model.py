@@ -56,7 +56,14 @@ def _objective(pm: PlacementModel) -> int:
     members = sum(g.size for g in problem.groups) + len(problem.fixed_members)
     w = problem.policy.weights
     upper += (
-        w.rack + w.zone + w.survival + w.rack_survival + w.master_balance + w.move + w.failover
+        w.rack
+        + w.zone
+        + w.survival
+        + w.rack_survival
+        + w.member_spread
+        + w.master_balance
+        + w.move
+        + w.failover
     ) * (members + 1) + w.load_balance * 10_001
     upper += RELAXED_WEIGHT * 2 * (members + 1) if pm.strengths_override else 0
     terms = [upper * t for t in pm.unplaced_terms]

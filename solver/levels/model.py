@@ -205,6 +205,7 @@ def solve_level(
 
     # Masters per Redis cluster and child: survive's majority and the survival cost.
     _cluster_rules(m, spec, types, policy)
+    _member_spread(m, spec, types, policy)
 
     m.terms.append((load_weight, m.t))
     upper = _soft_upper_bound(spec, types, policy, t_high)
@@ -386,6 +387,36 @@ def _cluster_rules(m: _Model, spec: LevelSpec, types: list[BundleType], policy: 
             m.terms.append((weight, most))
 
 
+def _member_spread(m: _Model, spec: LevelSpec, types: list[BundleType], policy: Policy) -> None:
+    """memberSpread at level one, exact: per Redis cluster, the most members in one zone
+    (staying ones and the bundles' by pattern); the fullest holds at least the average."""
+    weight = policy.weights.member_spread
+    if spec.level != "zone" or not weight:
+        return
+    model = m.model
+    children = range(len(spec.children))
+    for cluster in sorted({bt.cluster for bt in types} | set(spec.zone_members)):
+        fixed = spec.zone_members.get(cluster, Counter())
+        new_in: dict[int, list[object]] = defaultdict(list)
+        pending = 0
+        for bt in types:
+            if bt.cluster != cluster:
+                continue
+            pending += len(bt.bundles) * len(bt.bundles[0].members)
+            for pi, pattern in enumerate(bt.patterns):
+                for child, n in pattern.placed_in().items():
+                    new_in[child].append(n * m.x[(bt.index, pi)])
+        upper = sum(fixed.values()) + pending
+        most = model.new_int_var(0, upper, f"mostMembers[{cluster}]")
+        model.add(most >= spec.zone_members_outside.get(cluster, 0))
+        for c in children:
+            model.add(most >= fixed[c] + sum(new_in[c], 0))
+        zones = len(spec.children) + (1 if fixed[None] else 0)
+        total = sum(fixed.values()) + sum((v for c in children for v in new_in[c]), 0)
+        model.add(zones * most >= total)
+        m.terms.append((weight, most))
+
+
 def _sub_room_cuts(
     model: cp_model.CpModel,
     subs: tuple[SubRoom, ...],
@@ -427,8 +458,10 @@ def _soft_upper_bound(spec: LevelSpec, types: list[BundleType], policy: Policy, 
     )
     costliest = max((p.cost for bt in types for p in bt.patterns), default=0)
     bundles = sum(len(bt.bundles) for bt in types)
+    members = pods + sum(sum(c.values()) for c in spec.zone_members.values())
     return (
         (w.survival + w.rack_survival) * (masters + 1)
+        + w.member_spread * (members + 1)
         + costliest * bundles
         + w.load_balance * (t_high + 1)
         + pods

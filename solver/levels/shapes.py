@@ -75,6 +75,8 @@ class Standing:
     """(Redis cluster, node) of every master that stays."""
     pairs: dict[str, int] = field(default_factory=lambda: {"rack": 0, "zone": 0})
     """Per level (rack, zone): replicas that stay in their staying master's domain."""
+    zone_members: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Per (Redis cluster, zone): members that stay (a node with no zone label: "")."""
 
 
 @dataclass
@@ -181,6 +183,8 @@ def _walk(
         if node is None:
             continue
         staying.append((m, node, role))
+        at = (m.cluster, node.zone or "")
+        standing.zone_members[at] = standing.zone_members.get(at, 0) + 1
         total = used.get(node.name)
         if total is None:
             total = used[node.name] = [0, 0, 0]

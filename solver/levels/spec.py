@@ -8,7 +8,7 @@ prices the patterns, solver/levels/model.py counts bundles per pattern with CP-S
 """
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from models.cluster import Member, Role
 from models.policy import Level
@@ -117,6 +117,12 @@ class LevelSpec:
     master_sub_domains: tuple[int, ...] = ()
     """Per child: its domains one level down that can hold masters (those with room and those
     where masters stay). The fullest holds at least the child's masters over this many."""
+    zone_members: dict[str, Counter[int | None]] = field(default_factory=dict)
+    """Level one only: per Redis cluster, members that stay, per child (None: in a zone that
+    is not a child), for memberSpread."""
+    zone_members_outside: dict[str, int] = field(default_factory=dict)
+    """Level one only: per Redis cluster, the most members that stay in one zone that is not
+    a child."""
     sub_rooms: tuple[tuple[SubRoom, ...], ...] = ()
     """Per child: its domains one level down with their master room, when the bound on the
     fullest of them counts each one's room (a small rack cannot take its even share)."""

@@ -28,6 +28,7 @@ class StandingCache:
         self._used: dict[str, list[int]] = {}
         self._masters_on: dict[str, int] = {}
         self._pairs = {"rack": 0, "zone": 0}
+        self._zone_members: dict[tuple[str, str], int] = {}
         self._refresh(snapshot, set(snapshot.shards))
 
     def update(
@@ -51,6 +52,7 @@ class StandingCache:
             masters_on=dict(self._masters_on),
             masters=masters,
             pairs=dict(self._pairs),
+            zone_members=dict(self._zone_members),
         )
 
     def _refresh(self, snapshot: Snapshot, shards: set[str]) -> None:
@@ -90,6 +92,12 @@ class StandingCache:
                 self._masters_on.pop(name, None)
         for level in ("rack", "zone"):
             self._pairs[level] += sign * part.pairs[level]
+        for at, n in part.zone_members.items():
+            left = self._zone_members.get(at, 0) + sign * n
+            if left:
+                self._zone_members[at] = left
+            else:
+                self._zone_members.pop(at, None)
         names = self._binds.get(key, set()) if sign > 0 else self._binds.pop(key, set())
         for name in names:
             bound = self._bound.setdefault(name, set())

@@ -66,6 +66,13 @@ def zone_spec(
         if child is None:  # a zone without room for new members still holds masters that count
             outside.setdefault(cluster, Counter())[zone] += 1
         per_rack.setdefault(cluster, Counter())[f"{zone}/{node.rack}"] += 1
+    members: dict[str, Counter[int | None]] = {}
+    members_outside: dict[str, Counter[str]] = {}
+    for (cluster, zone), n in shapes.standing.zone_members.items():
+        child = index.get(zone)
+        members.setdefault(cluster, Counter())[child] += n
+        if child is None:
+            members_outside.setdefault(cluster, Counter())[zone] += n
     holding = [{rooms.nodes[i].rack for i in c.nodes} for c in children]
     for _, node in shapes.standing.masters:
         if node.zone in index:
@@ -85,6 +92,8 @@ def zone_spec(
         relaxed=relaxed,
         master_sub_domains=tuple(len(racks) for racks in holding),
         sub_rooms=_rack_rooms(children, rooms, shapes, policy),
+        zone_members=members,
+        zone_members_outside={k: max(v.values()) for k, v in members_outside.items()},
     )
 
 

@@ -5,6 +5,7 @@ from solver.rules import (
     load_balance,
     master_balance,
     master_exclusivity,
+    member_spread,
     replica_separation,
     shard_spread,
     stability,
@@ -20,6 +21,7 @@ RULES: tuple[Rule, ...] = (
     replica_separation.ZONE,
     survive.RULE,
     master_balance.RULE,
+    member_spread.RULE,
     load_balance.RULE,
     stability.RULE,
 )
