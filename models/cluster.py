@@ -94,6 +94,8 @@ class Node(Value):
     rack: str = ""
     """The rack label, or ``<zone>/*`` when it is missing (a rack lies inside its zone)."""
     host: str = ""
+    kubelet_version: str = ""
+    """``status.nodeInfo.kubeletVersion``: an upgrade brings nodes of a newer one."""
 
     def domain(self, level: str) -> str | None:
         if level == "zone":

@@ -557,7 +557,14 @@ def parse_node(obj: Mapping[str, Any], policy: Policy, issues: list[Issue]) -> N
         zone=zone,
         rack=rack,
         host=host,
+        kubelet_version=_kubelet_version(status),
     )
+
+
+def _kubelet_version(status: Mapping[str, Any]) -> str:
+    info = status.get("nodeInfo")
+    version = info.get("kubeletVersion") if isinstance(info, Mapping) else None
+    return version if isinstance(version, str) else ""
 
 
 class ParseCache:

@@ -147,6 +147,15 @@ class Weights(Wire):
         "back after a rollout, a drain or a zone's return (a pod that comes back goes to the "
         "zone it left).",
     )
+    superseded: int = Field(
+        default=5,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="Cost per member on a node whose pool has Ready nodes of a newer kubelet "
+        "release: the node-pool upgrade under way drains it next, so a pod placed there is "
+        "evicted twice. Below `memberSpread`: a pod stays in its zone on an old node rather "
+        "than leave it.",
+    )
     master_balance: int = Field(
         default=10,
         ge=0,

@@ -6,6 +6,7 @@ from pydantic import ConfigDict
 
 from models.base import Value
 from models.cluster import FreeVolume, Member, Node, Pod
+from models.maintenance import superseded_nodes
 
 
 class Issue(Value):
@@ -30,6 +31,11 @@ class Snapshot(Value):
     judged by the audit, which must see a shard running two masters."""
     free_volumes: tuple[FreeVolume, ...] = ()
     """Available PVs bound to no claim: where unbound ``local`` claims may be bound."""
+
+    @cached_property
+    def superseded(self) -> frozenset[str]:
+        """Nodes an upgrade under way replaces next (models/maintenance.py)."""
+        return superseded_nodes(self.nodes)
 
     @cached_property
     def node_by_name(self) -> dict[str, Node]:

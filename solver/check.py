@@ -1190,6 +1190,8 @@ def _objective_with_running(
     per_cluster_rack: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_cluster_zone_members: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0])
     per_node: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    superseded = view.snapshot.superseded
+    on_superseded = [0, 0]
     memory: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     # Per key: [all final members, running members only]; memory also counts running members.
     for f, node in view.alive:
@@ -1202,6 +1204,9 @@ def _objective_with_running(
         members = per_cluster_zone_members[(f.cluster, node.zone)]
         members[0] += 1
         members[1] += keeps
+        if node.name in superseded:
+            on_superseded[0] += 1
+            on_superseded[1] += keeps
         if f.role is Role.MASTER:
             domain = per_cluster_domain[(f.cluster, node.zone)]
             domain[0] += 1
@@ -1237,6 +1242,7 @@ def _objective_with_running(
     terms["survival"] = float(survival(0))
     terms["rackSurvival"] = float(rack_survival(0))
     terms["memberSpread"] = float(member_spread(0))
+    terms["superseded"] = float(weights.superseded * on_superseded[0])
     terms["masterBalance"] = float(master_balance(0))
 
     for pod in view.snapshot.other_pods:
@@ -1266,5 +1272,6 @@ def _objective_with_running(
     if not running:
         return terms, None
     base += survival(1) + rack_survival(1) + member_spread(1) + master_balance(1)
+    base += weights.superseded * on_superseded[1]
     base += weights.load_balance * max_util(1)
     return terms, float(base)

@@ -518,8 +518,9 @@ def _keep_majorities(
 def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
     """The filter's best node: for a master the zone, then the rack, holding the fewest masters
     of its Redis cluster; for a replica another zone than its master's (score 100), else its
-    master's zone but another rack (70), else its rack (30); within a score the zone holding
-    the fewest members of its Redis cluster, then the most free memory, then the first name."""
+    master's zone but another rack (70), else its rack (30); a replica away from its master
+    goes to the zone holding the fewest members of its Redis cluster; within a score the most
+    free memory, then the first name."""
     master = rules.master_node.get(member.shard_key)
     if role is Role.MASTER:
         return _spread_master(state, rules, member)
@@ -533,9 +534,7 @@ def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node 
         if node is None:
             node = state.best_in(state.racks.get(master.rack, []), member, role, rules)
         return node
-    return _fewest_members(
-        state, member, [state.best_in(h, member, role, rules) for h in heaps.values()]
-    )
+    return _most_free(state, [state.best_in(h, member, role, rules) for h in heaps.values()])
 
 
 def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | None:
@@ -544,6 +543,11 @@ def _spread_master(state: _Cluster, rules: _Rules, member: Member) -> Node | Non
     spread, cluster = state.spread, member.cluster
     order = state.racks_for(cluster)
     return order.best(lambda zone: spread[(cluster, zone, "")], member, rules)
+
+
+def _most_free(state: _Cluster, nodes: list[Node | None]) -> Node | None:
+    found = [n for n in nodes if n is not None]
+    return min(found, key=lambda n: (-state.free[n.name].memory, n.name), default=None)
 
 
 def _fewest_members(state: _Cluster, member: Member, nodes: list[Node | None]) -> Node | None:

@@ -629,6 +629,8 @@ class RunningVerdict:
                 if n > worst_zone.get(cluster, 0):
                     worst_zone[cluster] = n
         terms["memberSpread"] = float(weights.member_spread * sum(worst_zone.values()))
+        on_old = sum(state.node_members.get(name, 0) for name in self.snapshot.superseded)
+        terms["superseded"] = float(weights.superseded * on_old)
         terms["masterBalance"] = float(weights.master_balance * state.balance)
         terms["loadBalance"] = float(weights.load_balance * max(state.util.values(), default=0))
         terms["move"] = float(weights.move * moves)

@@ -9,13 +9,16 @@ from collections import Counter
 from collections.abc import Sequence
 
 from models.cluster import Node, Pod, SelectorTerm, Taint, Toleration
+from models.maintenance import node_going
 from solver import volumes
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def node_accepts_new_pods(node: Node) -> bool:
-    return node.ready and not node.unschedulable and node.zone is not None
+    """Ready, zoned, and not about to be drained: cordoned or tainted for disruption
+    (models/maintenance.py), even where a pod tolerates the taint."""
+    return node.ready and node.zone is not None and not node_going(node)
 
 
 def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:

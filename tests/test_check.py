@@ -659,6 +659,7 @@ def test_objective_term_by_term() -> None:
         "survival": 200.0,
         "rackSurvival": 40.0,
         "memberSpread": 30.0,
+        "superseded": 0.0,
         "masterBalance": 10.0,
         "loadBalance": 50.0,
         "move": 100.0,

@@ -61,6 +61,7 @@ def _objective(pm: PlacementModel) -> int:
         + w.survival
         + w.rack_survival
         + w.member_spread
+        + w.superseded
         + w.master_balance
         + w.move
         + w.failover

@@ -63,6 +63,8 @@ class NodeClass:
     fixed_members: int
     volumes: tuple[tuple[str, int], ...] = ()
     """Free local PVs per storage class on each of its nodes (solver/volumes.py)."""
+    superseded: bool = False
+    """Its nodes are superseded by newer ones of their pool (models/maintenance.py)."""
 
     @property
     def size(self) -> int:
@@ -221,6 +223,7 @@ def build_problem(
     figures += [r.memory for r in load.values()]
     unit, exact = memory_unit(figures)
     host_sizes = Counter(n.host for n in snapshot.nodes)
+    superseded = snapshot.superseded
     volume_slots = VolumeSlots(snapshot)
     classes: list[NodeClass] = []
     node_class: dict[str, int] = {}
@@ -243,6 +246,7 @@ def build_problem(
             fixed_masters[node.name],
             fixed_count[node.name],
             volume_slots.key(node.name),
+            node.name in superseded,
             eligible,
         )
         cls = by_key.get(key)
@@ -258,6 +262,7 @@ def build_problem(
                 fixed_masters=fixed_masters[node.name],
                 fixed_members=fixed_count[node.name],
                 volumes=volume_slots.key(node.name),
+                superseded=node.name in superseded,
             )
             by_key[key] = cls
             classes.append(cls)

@@ -397,7 +397,7 @@ def _member_spread(m: _Model, spec: LevelSpec, types: list[BundleType], policy: 
     children = range(len(spec.children))
     for cluster in sorted({bt.cluster for bt in types} | set(spec.zone_members)):
         fixed = spec.zone_members.get(cluster, Counter())
-        new_in: dict[int, list[object]] = defaultdict(list)
+        new_in: dict[int, list[cp_model.LinearExpr]] = defaultdict(list)
         pending = 0
         for bt in types:
             if bt.cluster != cluster:

@@ -9,6 +9,7 @@ from solver.rules import (
     replica_separation,
     shard_spread,
     stability,
+    superseded,
     survive,
 )
 from solver.rules.base import Rule
@@ -22,6 +23,7 @@ RULES: tuple[Rule, ...] = (
     survive.RULE,
     master_balance.RULE,
     member_spread.RULE,
+    superseded.RULE,
     load_balance.RULE,
     stability.RULE,
 )

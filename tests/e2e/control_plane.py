@@ -622,9 +622,11 @@ def create_node(
     memory: str = "32Gi",
     pods: str = "110",
     taints: Sequence[Mapping[str, str]] = (),
+    kubelet_version: str = "v1.36.1",
 ) -> dict[str, Any]:
-    """A Ready, schedulable Node: allocatable and the Ready condition set through the status
-    subresource, and the not-ready taint (added by admission to every new node) removed."""
+    """A Ready, schedulable Node: allocatable, the Ready condition and the kubelet's version
+    set through the status subresource, and the not-ready taint (added by admission to every
+    new node) removed."""
     core = CoreV1Api(api)
     all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
     body = {
@@ -640,6 +642,7 @@ def create_node(
         "status": {
             "capacity": resources,
             "allocatable": resources,
+            "nodeInfo": {"kubeletVersion": kubelet_version},
             "conditions": [
                 {
                     "type": "Ready",

@@ -585,15 +585,25 @@ def _message(exc: ApiException) -> str:
         return str(exc.body)[:300]
 
 
+def _next(version: str) -> str:
+    """v1.36.1 -> v1.36.2; anything else -> v1.36.2."""
+    parts = version.lstrip("v").split(".")
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        return f"v{parts[0]}.{parts[1]}.{int(parts[2]) + 1}"
+    return "v1.36.2"
+
+
 def replace_node(api: ApiClient, old: str, new: str) -> None:
-    """A new node of the same zone and rack and the same labels (the pool's next version)."""
+    """A new node of the same zone and rack and the same labels, its kubelet a release newer
+    (the pool's next version)."""
     node = json_of(CoreV1Api(api).read_node(old, _preload_content=False))
     labels = {
         k: v
         for k, v in (node["metadata"].get("labels") or {}).items()
         if not k.startswith("kubernetes.io/hostname")
     }
-    create_node(api, new, labels, cpu="4", memory="8Gi")
+    old_version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
+    create_node(api, new, labels, cpu="4", memory="8Gi", kubelet_version=_next(old_version))
 
 
 def delete_node(api: ApiClient, name: str) -> None:
