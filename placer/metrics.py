@@ -22,7 +22,7 @@ PERMIT_DECISIONS = ("allow", "wait", "reject")
 BIND_RESULTS = ("bound", "conflict", "gone", "error")
 
 
-GUARD_DECISIONS = ("allow", "handover", "wait", "released")
+GUARD_DECISIONS = ("allow", "handover", "wait", "released", "unjudged")
 
 
 class Metrics:
@@ -103,7 +103,8 @@ class Metrics:
         self.guard_admissions = Counter(
             PREFIX + "guard_admissions",
             "Evictions and deletes of Redis pods the maintenance guard answered, by decision "
-            "(allow, handover, wait, released: let through after the longest hold).",
+            "(allow, handover, wait, released: let through after the longest hold, unjudged: let "
+            "through unchecked, its shard not read).",
             ["decision"],
             registry=r,
         )

@@ -257,3 +257,38 @@ def test_a_replica_stays_while_its_master_hands_over(redis_cluster: RedisCluster
     guard.step(leading=True)
     h.wait_healthy()
     assert guard.admit("default", "s2-m").allowed  # a replica now
+
+
+def _all_labelled_master(adapter: FakeKubeAdapter) -> None:
+    """As labelled while the cluster was forming: every server a master then."""
+    for pod in adapter.pods.values():
+        pod["metadata"]["labels"]["redis-role"] = "master"
+
+
+def test_labels_that_name_every_pod_master_are_set_right_by_redis(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """Each shard reads as two masters by its labels; Redis says which is which, so the master
+    is still held for its handover (not let through as a pod of no shard)."""
+    adapter, _ = _cluster(redis_cluster)
+    _all_labelled_master(adapter)
+    answer = _guard(redis_cluster, adapter).admit("default", "s0-m")
+    assert not answer.allowed and "hand over to default/s0-r" in answer.message
+
+
+def test_a_pod_whose_shard_cannot_be_read_is_let_through_and_said_so(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """Redis unreachable (the wrong port) and labels that contradict each other: the guard has
+    nothing to judge by, lets the eviction through, and says why, on the answer and the
+    metric."""
+    adapter, _ = _cluster(redis_cluster)
+    _all_labelled_master(adapter)
+    metrics = Metrics()
+    guard = Guard(adapter, Policy(), port=1, metrics=metrics, restore=False)
+    answer = guard.admit("default", "s0-m")
+    assert answer.allowed
+    (warning,) = answer.warnings
+    assert warning.startswith("redis-placer guard: default/s0-m let through unchecked: shard ")
+    assert "has 2 masters" in warning
+    assert metrics.guard_admissions.labels(decision="unjudged")._value.get() == 1

@@ -198,6 +198,32 @@ def test_the_secret_s_password_reaches_the_endpoint() -> None:
     )
 
 
+def test_a_shard_the_labels_misread_is_dialled_with_its_credentials() -> None:
+    """Both members labelled master (the cluster still forming when they were labelled): the
+    shard is skipped, and only its Redis can say which is which, so it is dialled with the
+    password its pods name, not without one."""
+    pod = _pod_of("ot-operator", "auth", "pw", None)
+    other = json.loads(json.dumps(pod))
+    other["metadata"]["name"] = "rc-1"
+    snap = _members_snapshot(pod)
+    other["metadata"]["labels"].update(
+        {"redis-cluster": "orders", "redis-shard": "0", "redis-role": "master"}
+    )
+    other["spec"]["nodeName"] = "n2"
+    other["status"] = {"phase": "Running", "podIP": "10.1.0.2"}
+    snap = snapshot([node("n1", "za", "ra"), node("n2", "zb", "rb")], [pod, other])
+    assert not snap.members and len(snap.skipped_members) == 2
+    dial = resolve_access(
+        snap,
+        Policy(),
+        port=6379,
+        read_pod=lambda namespace, name: pod,
+        read_secret=lambda namespace, name: {"pw": b"s3cret"},
+    )
+    endpoint = dial(snap.skipped_members[0])
+    assert endpoint is not None and endpoint.password.get_secret_value() == "s3cret"
+
+
 @pytest.mark.parametrize(
     ("secrets", "expected"),
     [

@@ -139,6 +139,13 @@ class Guard:
                 warnings=("redis-placer guard cannot read the cluster: let through unchecked",),
             )
         member = next((m for m in view.snapshot.members if m.key == key), None)
+        if member is None and key not in view.deleting:
+            skipped = next((m for m in view.snapshot.skipped_members if m.key == key), None)
+            if skipped is not None:  # a pod of the policy it cannot judge: said, not silent
+                self._count("unjudged")
+                text = f"redis-placer guard: {key} let through unchecked: {_why_skipped(view, skipped)}"
+                log.warning("guard: %s", text.removeprefix("redis-placer guard: "))
+                return Admission(True, warnings=(text,))
         if member is None or key in view.deleting:
             return Admission(True)
         going = view.going_pods() | {key}
@@ -418,3 +425,10 @@ def _annotated(view: GuardView, key: str) -> bool:
 
 
 __all__ = ["HANDOVER_ANNOTATION", "Admission", "Guard"]
+
+
+def _why_skipped(view: GuardView, member: Member) -> str:
+    """The snapshot's own word on why ``member``'s shard is not judged."""
+    wanted = {f"shard {member.shard_key}", f"pod {member.key}"}
+    found = next((i.message for i in view.snapshot.issues if i.object in wanted), None)
+    return f"shard {member.shard_key} {found}" if found else f"shard {member.shard_key} is not read"

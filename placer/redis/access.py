@@ -267,7 +267,9 @@ def resolve_access(
     secrets = _Secrets(read_secret)
     given = SecretStr(password) if password else None
     by_cluster: dict[str, list[Member]] = {}
-    for member in snapshot.members:
+    # Skipped members too: a shard the role labels misread (every pod labelled master while
+    # the cluster forms) is set right only by reading its Redis, with its password and TLS.
+    for member in (*snapshot.members, *snapshot.skipped_members):
         by_cluster.setdefault(member.cluster, []).append(member)
     access: dict[str, ClusterAccess] = {}
     for cluster, members in sorted(by_cluster.items()):
