@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from models.cluster import Member, Role
@@ -105,6 +105,7 @@ class Guard:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("guard: cannot read the cluster: %s", self.last_error)
             return None
+        view = replace(view, read_at=self._clock())  # its age is told by the guard's clock
         with self._lock:
             self._view = view
             self.last_error = ""
