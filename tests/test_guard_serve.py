@@ -55,3 +55,24 @@ def test_the_guard_starts_with_its_own_certificate_and_answers() -> None:
         stop.set()
     assert answer["response"] == {"uid": "u", "allowed": True}
     assert ("redis-placer", "redis-placer-webhook-tls") in adapter.secrets
+
+
+def test_binder_guard_reads_from_the_binders_watch_cache() -> None:
+    """``binder --guard``: the guard's objects come from the binder's cache, listed while that
+    cannot serve (here: before the binder's first list)."""
+    from placer.binder.command import _guarded
+    from placer.binder.loop import Binder, BinderConfig
+    from placer.binder.shared import CachedObjects
+
+    adapter = FakeKubeAdapter(nodes=[node("n1", "zone-a", "r1")])
+    adapter.webhook_configurations["redis-placer-guard"] = _webhook_configuration()
+    binder = Binder(adapter, Policy(), BinderConfig())
+    stop = threading.Event()
+    stop.set()  # the guard's loop ends at once: only the wiring is looked at
+    settings = {"webhook_port": 0, "redis_port": 6379}
+    with _guarded(True, binder, Metrics(), stop, lambda: False, **settings) as running:
+        objects = running.guard.objects
+        assert isinstance(objects, CachedObjects) and objects.cache is binder.cache
+        assert objects.statefulsets_every == binder.config.node_refresh_seconds
+    with _guarded(False, binder, Metrics(), stop, lambda: False, **settings) as nothing:
+        assert nothing is None

@@ -10,7 +10,9 @@ next batch is solved around it while its Binding is still in flight.
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from placer.kube.adapter import KubeAdapter, WatchEvent, WatchExpired
@@ -71,17 +73,36 @@ class _TrackedPods(dict[PodKey, dict[str, Any]]):
         return super().pop(key, *default)
 
 
+@dataclass(frozen=True)
+class ReadableObjects:
+    """What ``ClusterCache.readable_objects`` hands out (the dicts are shared: never mutate)."""
+
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    statefulsets: list[dict[str, Any]]
+    statefulsets_at: float
+    """When those StatefulSets were listed (the cache's ``clock``)."""
+
+
 class ClusterCache:
     """Thread-safe: the watch thread applies events while the decision loop reads copies."""
 
-    def __init__(self, adapter: KubeAdapter, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        adapter: KubeAdapter,
+        namespace: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.adapter = adapter
         self.namespace = namespace
+        self.clock = clock
         self._lock = threading.RLock()
         self.nodes: dict[str, dict[str, Any]] = {}
         self._feeds: list[PodFeed] = []
         self.pods: dict[PodKey, dict[str, Any]] = _TrackedPods(self._feeds)
         self.statefulsets: list[dict[str, Any]] = []
+        self.statefulsets_at = float("-inf")
+        """When StatefulSets were last listed (``clock``): no watch follows them."""
         self.version: str | None = None
         self.node_version: str | None = None
         self.synced = False
@@ -132,6 +153,7 @@ class ClusterCache:
         try:
             nodes, node_version = self.adapter.list_nodes_with_version()
             pods, version = self.adapter.list_pods_with_version(namespace=self.namespace)
+            sets_at = self.clock()
             statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         except Exception as exc:
             self.lose(f"list failed: {exc}")
@@ -148,6 +170,7 @@ class ClusterCache:
             for feed in self._feeds:
                 feed.relisted, feed.changed = True, set()
             self.statefulsets = statefulsets
+            self.statefulsets_at = sets_at
             self.version = version
             self.node_version = node_version
             current = losses == self._losses
@@ -224,11 +247,13 @@ class ClusterCache:
             return self.generation != before
 
     def refresh_statefulsets(self) -> None:
+        listed_at = self.clock()
         statefulsets = self.adapter.list_statefulsets(namespace=self.namespace)
         with self._lock:
             if [_version(s) for s in statefulsets] != [_version(s) for s in self.statefulsets]:
                 self.generation += 1
             self.statefulsets = statefulsets
+            self.statefulsets_at = listed_at
 
     def poll(self, timeout_seconds: int = 60, on_event: Callable[[], None] | None = None) -> int:
         """Apply the pod changes since the last version; returns how many arrived.
@@ -452,6 +477,21 @@ class ClusterCache:
     def objects_statefulsets(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.statefulsets)
+
+    def readable_objects(self) -> ReadableObjects | None:
+        """Nodes, pods as the server last sent them (without our assumptions) and StatefulSets,
+        taken at one instant; None while the cache may not hold what the server holds (never
+        listed yet, or ``lost`` and not listed again): the cluster is unreadable then, and
+        nothing may be decided from what the cache still holds."""
+        with self._lock:
+            if not self.synced or self.lost is not None:
+                return None
+            return ReadableObjects(
+                list(self.nodes.values()),
+                [self._truth.get(k) or p for k, p in self.pods.items()],
+                list(self.statefulsets),
+                self.statefulsets_at,
+            )
 
     def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """(nodes, pods, statefulsets) as of now; the dicts are shared, never mutate them."""

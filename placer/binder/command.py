@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,6 +31,9 @@ from placer.commands.options import (
 from placer.inputs.files import read_policy
 from placer.inputs.live import LIVE_ONLY, connect
 from placer.metrics import Metrics, MetricsServer, Readiness
+
+if TYPE_CHECKING:  # the guard is imported with --guard only
+    from placer.maintenance.serve import RunningGuard
 
 READY_CONDITION = "cluster"
 """/readyz answers 200 while the binder's view of the cluster is current (``cluster_readable``)."""
@@ -328,7 +331,7 @@ def command(
         leads = lambda: leading.is_set() and elector.is_leader  # noqa: E731
         with (
             MetricsServer(metrics, port=metrics_port, readiness=readiness),
-            _guarded(guard, adapter, policy, metrics, stop, leads, **guard_settings),
+            _guarded(guard, binder, metrics, stop, leads, **guard_settings),
         ):
             binder.run(stop, leading=leads)
         lease.join(timeout=5)  # the Lease is released, so a standby takes over at once
@@ -339,7 +342,7 @@ def command(
     with (
         MetricsServer(metrics, port=metrics_port, readiness=readiness),
         # without leader election there is no standby: this guard acts
-        _guarded(guard, adapter, policy, metrics, stop, lambda: True, **guard_settings),
+        _guarded(guard, binder, metrics, stop, lambda: True, **guard_settings),
     ):
         binder.run(stop, leading=lambda: on_demand.held, want_lease=on_demand.want)
     lease.join(timeout=5)
@@ -348,18 +351,28 @@ def command(
 @contextlib.contextmanager
 def _guarded(
     on: bool,
-    adapter: Any,
-    policy: Any,
+    binder: Binder,
     metrics: Metrics,
     stop: threading.Event,
     leading: Callable[[], bool],
     **settings: Any,
-) -> Iterator[None]:
-    """The maintenance guard beside the binder, with ``--guard``."""
+) -> Iterator["RunningGuard | None"]:
+    """The maintenance guard beside the binder, with ``--guard`` (its ``RunningGuard``, else
+    None). It reads nodes, pods and StatefulSets from the binder's watch cache, which both
+    replicas follow, and lists them only while that cache is unreadable."""
     if not on:
-        yield
+        yield None
         return
+    from placer.binder.shared import CachedObjects
+    from placer.kube.source import ListedObjects
     from placer.maintenance.serve import GuardSettings, running_guard
 
-    with running_guard(adapter, policy, metrics, GuardSettings(**settings), stop, leading):
-        yield
+    adapter = binder.adapter
+    objects = CachedObjects(
+        binder.cache, ListedObjects(adapter), binder.config.node_refresh_seconds
+    )
+    guard_settings = GuardSettings(**settings)
+    with running_guard(
+        adapter, binder.policy, metrics, guard_settings, stop, leading, objects
+    ) as running:
+        yield running

@@ -423,11 +423,11 @@ class FakeKubeAdapter:
         return self.server_up
 
     def cordon_node(self, name: str) -> bool:
+        """``spec.unschedulable``, as a node watch then sees it."""
         with self._lock:
-            node = self.nodes.get(name)
-            if node is None:
+            if name not in self.nodes:
                 return False
-            node.setdefault("spec", {})["unschedulable"] = True
+            self.update_node(name, lambda n: n.setdefault("spec", {}).update(unschedulable=True))
             return True
 
     def write_configmap(

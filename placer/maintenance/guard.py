@@ -13,7 +13,9 @@ Three jobs, kept apart as controller-runtime keeps watching, deciding and acting
   cordoned or disruption-tainted nodes, one shard at a time, relabels roles Redis contradicts,
   and, when nothing is going and every member serves, makes the failovers that restore the
   spread (a rebalance solve with moves off).
-- the reading (placer.maintenance.reading) and the decisions (solver.handover) are the others'.
+- the reading (placer.maintenance.reading; nodes, pods and StatefulSets from ``objects``: the
+  binder's watch cache in its process, lists elsewhere) and the decisions (solver.handover) are
+  the others'.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from models.cluster import Member, Role
 from models.maintenance import going_reason
 from models.policy import Policy
+from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
 from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
 from solver.handover import Disruption, judge_disruption
@@ -71,10 +74,14 @@ class Guard:
         failover_timeout_s: float = 30.0,
         restore: bool = True,
         read: Reader = read_guard_view,
+        objects: ObjectSource | None = None,
         failover: Failover = failover_to,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.adapter = adapter
+        self.objects = objects
+        """Where nodes, pods and StatefulSets are read from: None lists them at every reading;
+        in the binder's process, its watch cache (``placer.binder.shared``)."""
         self.policy = policy
         self.port = port
         self.metrics = metrics
@@ -98,13 +105,15 @@ class Guard:
     # -- reading -----------------------------------------------------------------------------
 
     def refresh(self) -> GuardView | None:
-        """Read the cluster and Redis now; None (and ``last_error``) when the API cannot be read."""
+        """Read the cluster and Redis now; None (and ``last_error``) when the cluster cannot be
+        read (a list fails; from the binder's cache: it is unreadable and a list fails too)."""
         try:
-            view = self._read(self.adapter, self.policy, port=self.port)
+            view = self._read(self.adapter, self.policy, port=self.port, objects=self.objects)
         except Exception as exc:  # the API server is away: keep the last view, say why
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("guard: cannot read the cluster: %s", self.last_error)
             return None
+        view = replace(view, read_at=self._clock())  # its age is told by the guard's clock
         with self._lock:
             self._view = view
             self.last_error = ""

@@ -1,5 +1,6 @@
-"""What the guard decides from, read fresh: the managed pods and their nodes from the API server,
-each member's role and replication health from its own Redis.
+"""What the guard decides from, read fresh: the managed pods and their nodes from the API server
+(or, in the binder's process, from its watch cache while that is readable), each member's role
+and replication health from its own Redis.
 
 Roles come from ``CLUSTER NODES`` (placer.redis.roles), never from a label written before the
 last failover; health from ``INFO replication``: a replica is in sync when its link to the
@@ -21,7 +22,8 @@ from models.kube_objects import build_snapshot
 from models.maintenance import node_going
 from models.policy import Policy
 from models.snapshot import Snapshot
-from placer.kube.objects import label_selector, pod_key, pod_serving
+from placer.kube.objects import pod_key, pod_serving
+from placer.kube.source import ListedObjects, ObjectSource
 from placer.redis.access import AccessError, Dialer, resolve_access
 from placer.redis.ops import RedisEndpoint, RedisOpsError, info_replication
 from placer.redis.roles import RoleMismatch, apply_roles, read_views, resolve_roles
@@ -129,13 +131,14 @@ def read_guard_view(
     port: int,
     timeout_s: float = IO_TIMEOUT_S,
     max_lag: int = MAX_LAG_BYTES,
+    objects: ObjectSource | None = None,
 ) -> GuardView:
-    """Read nodes, managed pods and StatefulSets, then every member's Redis."""
-    selector = label_selector(policy.selector)
-    nodes = adapter.list_nodes()
-    pods = adapter.list_pods(label_selector=selector) if selector else adapter.list_pods()
-    objects = [*nodes, *pods, *adapter.list_statefulsets()]
-    snapshot = build_snapshot(objects, policy)
+    """Nodes, managed pods and StatefulSets from ``objects`` (default: listed through
+    ``adapter``; in the binder's process, its watch cache), then every member's Redis."""
+    source = objects if objects is not None else ListedObjects(adapter)
+    read = source.read_objects(policy.selector)
+    pods = read.pods
+    snapshot = build_snapshot([*read.nodes, *pods, *read.statefulsets], policy)
     by_key: dict[str, Mapping[str, Any]] = {pod_key(obj): obj for obj in pods}
     ready = {key: pod_serving(obj) for key, obj in by_key.items()}
     deleting = frozenset(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from models.policy import Policy
+from placer.kube.source import ObjectSource
 from placer.maintenance.guard import DEFAULT_MAX_HOLD_S, Guard
 from placer.maintenance.webhook import WebhookServer
 
@@ -47,8 +48,10 @@ def running_guard(
     settings: GuardSettings,
     stop: threading.Event,
     leading: Callable[[], bool],
+    objects: ObjectSource | None = None,
 ) -> Iterator[RunningGuard]:
-    """Serving material from the guard's Secret (made on first start), the webhook, the loop."""
+    """Serving material from the guard's Secret (made on first start), the webhook, the loop;
+    the guard reads nodes, pods and StatefulSets from ``objects`` (the binder's watch cache)."""
     from placer.maintenance.certs import ensure_serving_material
 
     directory = Path(tempfile.mkdtemp(prefix="redis-placer-guard-"))
@@ -70,6 +73,7 @@ def running_guard(
         port=settings.redis_port or policy.redis.port,
         metrics=metrics,
         max_hold_s=settings.max_hold_s,
+        objects=objects,
     )
     loop = threading.Thread(target=guard.run, args=(stop, leading), name="guard", daemon=True)
     with WebhookServer(
