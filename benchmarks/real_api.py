@@ -39,8 +39,11 @@ seconds each process used, and the requests the API server served in that time b
 resource. Then the placer's CPU seconds from the first create until it exited: stopped after
 the last bind, the binder sends the Events and role labels its rate limit deferred (20 a
 second, 2 while bindings are in flight), so this counts them, which the window to the last
-bind does not. Last, what the runs compare when both sides ran: gate mode's pods/s and shard p50
-against the stock scheduler's, and the binder's CPU beyond the no-decision placer's, a pod.
+bind does not. Then what the runs compare when both sides ran: gate mode's pods/s and shard
+p50 against the stock scheduler's, bind mode's pods/s against the stock scheduler's and as a
+share of the raw run's Binding rate at each thread count, and the binder's CPU beyond the
+no-decision placer's, a pod. Last, every violation the checker found, each with the binder
+batch that placed its pods (their batch annotation).
 ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed) into
 DIR, as collapsed stacks.
 """
@@ -69,6 +72,7 @@ from typing import Any
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 
 from models.kube_objects import BATCH_ANNOTATION, SHARD_SIZE_ANNOTATION, build_snapshot
+from models.plan import Violation
 from models.policy import Policy
 from placer.binder.loop import PLACEMENT_GATE
 from placer.kube.adapter import KubernetesAdapter, WatchExpired
@@ -469,6 +473,9 @@ class RunResult:
     role labels), which it sends when stopped. None when it had exited before."""
     shutdown_writes: str = ""
     """The binder's own word on the writes it sent when stopped, and those it left."""
+    violations: list[str] = field(default_factory=list)
+    """Each violation the checker found, with the binder batch that placed each of its pods
+    (``violation_lines``): where a run's hard and soft counts come from."""
 
 
 def create_pods(
@@ -502,9 +509,19 @@ def create_pods(
     return started
 
 
-def judge(
-    adapter: KubernetesAdapter, namespace: str
-) -> tuple[int, int, dict[str, int], float, float]:
+@dataclass(frozen=True)
+class Judged:
+    """The independent checker's verdict on a run's placement, as the cluster holds it."""
+
+    hard: int
+    soft: int
+    soft_rules: dict[str, int]
+    zone_master_loss: float
+    rack_master_loss: float
+    violations: list[Violation]
+
+
+def judge(adapter: KubernetesAdapter, namespace: str) -> Judged:
     """Hard and soft violations of the placement, and the worst single-zone and single-rack
     master loss."""
     nodes = adapter.list_nodes(label_selector="bench=node")
@@ -516,7 +533,19 @@ def judge(
     losses = worst_domain_loss(snapshot, POLICY, keep_plan(snapshot))
     zone = next((d.master_loss_ratio for d in losses if d.level == "zone"), 0.0)
     rack = next((d.master_loss_ratio for d in losses if d.level == "rack"), 0.0)
-    return hard, sum(soft_rules.values()), dict(soft_rules), zone, rack
+    return Judged(hard, sum(soft_rules.values()), dict(soft_rules), zone, rack, violations)
+
+
+def violation_lines(violations: list[Violation], batches: dict[str, str]) -> list[str]:
+    """One line per violation: severity, rule, the checker's message, and the binder batch
+    whose write placed each of its pods (``batches``: pod name to its batch annotation; a pod
+    no binder batch placed says so), so a run that leaves one says which decision made it."""
+    lines = []
+    for v in violations:
+        names = [pod.partition("/")[2] or pod for pod in v.pods]
+        placed = ", ".join(f"{name} in {batches.get(name, 'no binder batch')}" for name in names)
+        lines.append(f"{v.severity} {v.rule}: {v.message}" + (f" ({placed})" if placed else ""))
+    return lines
 
 
 def delete_pods(core: CoreV1Api, namespace: str) -> None:
@@ -587,7 +616,7 @@ def run_placer(
         if any(n in bound_at for n in names)
     ]
     timeline = batch_timeline(times, by_shard, started)
-    hard, soft, soft_rules, zone_loss, rack_loss = judge(adapter, namespace)
+    judged = judge(adapter, namespace)
     seconds = last - started
     result = RunResult(
         mode=mode,
@@ -601,11 +630,11 @@ def run_placer(
         shard_p50=statistics.median(latencies) if latencies else float("nan"),
         shard_p90=_quantile(latencies, 0.9),
         shard_p99=_quantile(latencies, 0.99),
-        hard=hard,
-        soft=soft,
-        soft_rules=soft_rules,
-        zone_master_loss=zone_loss,
-        rack_master_loss=rack_loss,
+        hard=judged.hard,
+        soft=judged.soft,
+        soft_rules=judged.soft_rules,
+        zone_master_loss=judged.zone_master_loss,
+        rack_master_loss=judged.rack_master_loss,
         load_start=load_start,
         load_end=load_end,
         cpu=cpu,
@@ -614,6 +643,7 @@ def run_placer(
         solves=solves,
         placer_cpu_to_exit=to_exit,
         shutdown_writes=shutdown.group(1).strip() if shutdown else "",
+        violations=violation_lines(judged.violations, dict(times.batches)),
     )
     print(
         f"{mode}: {len(bound_at)}/{total} bound in {seconds:.1f} s ({created_s:.1f} s creating)"
@@ -753,12 +783,32 @@ LABELS = {
 CREATORS_NOTE = "the --creators threads (nothing else running)"
 
 
-def against_targets(results: list[RunResult]) -> list[str]:
+def against_targets(results: list[RunResult], rates: RawRates | None = None) -> list[str]:
     """The comparisons the runs make, when both sides ran: gate mode's pods/s and shard p50
-    against the stock scheduler's, and the binder's CPU beyond the no-decision placer's, a pod
-    (to the last bind, and to the placers' exit, with the writes deferred past it)."""
+    against the stock scheduler's, bind mode's pods/s against the stock scheduler's and as a
+    share of the API server's own Binding rate at each thread count (``rates``, the raw run),
+    and the binder's CPU beyond the no-decision placer's, a pod (to the last bind, and to the
+    placers' exit, with the writes deferred past it)."""
     by_mode = {r.mode: r for r in results}
     lines = []
+    bind = by_mode.get("bind")
+    if bind is not None and rates is not None and rates.binds:
+        shares = ", ".join(
+            f"{bind.pods_per_second / rate:.0%} of {rate:.0f}/s with {threads} "
+            f"thread{'s' if threads > 1 else ''}"
+            for threads, rate in sorted(rates.binds.items())
+            if rate > 0
+        )
+        stock_pods = by_mode["stock"].pods_per_second if "stock" in by_mode else 0.0
+        against_stock = (
+            f" ({bind.pods_per_second / stock_pods:.1f}x stock's {stock_pods:.1f})"
+            if stock_pods > 0
+            else ""
+        )
+        lines.append(
+            f"bind against the API server's own Bindings: {bind.pods_per_second:.1f} pods/s"
+            f"{against_stock} = {shares}"
+        )
     gate, stock = by_mode.get("gate"), by_mode.get("stock")
     if gate is not None and stock is not None and stock.pods_per_second > 0:
         lines.append(
@@ -766,7 +816,7 @@ def against_targets(results: list[RunResult]) -> list[str]:
             f"{stock.pods_per_second:.1f} ({gate.pods_per_second / stock.pods_per_second:.3f}x); "
             f"shard p50 {gate.shard_p50:.2f} s against {stock.shard_p50:.2f} s"
         )
-    bind, trivial = by_mode.get("bind"), by_mode.get("trivial")
+    trivial = by_mode.get("trivial")
     if bind is not None and trivial is not None and bind.pods > 0:
 
         def per_pod(binder: float | None, none: float | None) -> float | None:
@@ -927,7 +977,11 @@ def main() -> None:
                 f"{r.mode}: placer CPU seconds from first create to its exit, with the writes "
                 f"it deferred: {r.placer_cpu_to_exit:.1f}{writes}"
             )
-    report.extend(against_targets(results))
+    report.extend(against_targets(results, rates))
+    for r in results:
+        if r.violations:
+            report.append(f"\n{r.mode} violations:")
+            report.extend(f"  {line}" for line in r.violations)
     for r in results:
         served = ", ".join(f"{k} {n}" for k, n in Counter(r.requests).most_common(10))
         report.append(f"{r.mode}: API requests from first create to last bind: {served}")

@@ -305,3 +305,57 @@ def test_a_replica_count_the_statefulset_contradicts_is_logged_once(
         "extra replica; if each master has 2 replicas (bitnami: the chart's cluster.replicas), "
         "set identity.replicasPerShard: 2"
     ]
+
+
+def _shards(count: int, size: int = 3) -> list[dict[str, Any]]:
+    """Pending shards of the binder (no role: the solver picks each master), whole."""
+    return [
+        redis_pod(
+            f"cache-{s}-{i}",
+            "cache",
+            s,
+            None,
+            schedulerName="redis-placer",
+            annotations={"redis-placer.io/shard-size": str(size)},
+        )
+        for s in range(count)
+        for i in range(size)
+    ]
+
+
+def _violation_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if "violation(s) on its own pods" in r.getMessage()
+    ]
+
+
+def test_a_batch_that_accepts_a_violation_says_which_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One zone only: each replica must share its master's zone (preferred, so placed). The
+    batch's log names what it accepted, so a run's soft violations trace to their batch."""
+    fake = FakeKubeAdapter(nodes=[node(f"n{i}", "z0", f"r{i}") for i in range(6)], pods=_shards(1))
+    binder = Binder(fake, Policy(), BinderConfig())
+    with caplog.at_level(logging.INFO, logger="placer.binder.loop"):
+        binder.step(now=1000.0)
+        report = binder.step(now=1001.5)
+    assert len(report.bound) == 3
+    [warned] = _violation_warnings(caplog)
+    assert warned.startswith(f"plan batch={report.batch} leaves ")
+    assert warned.count("soft replica-separation: replica default/cache-0-") == 2
+    assert "shares zone z0 with its master" in warned
+    [solved] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("solve ")]
+    assert solved.endswith(f" soft={warned.count('soft ')}")
+
+
+def test_a_clean_batch_warns_of_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [node(f"n{i}", f"z{i % 3}", f"r{i}") for i in range(9)]
+    fake = FakeKubeAdapter(nodes=nodes, pods=_shards(3))
+    binder = Binder(fake, Policy(), BinderConfig())
+    with caplog.at_level(logging.INFO, logger="placer.binder.loop"):
+        binder.step(now=1000.0)
+        report = binder.step(now=1001.5)
+    assert len(report.bound) == 9
+    assert _violation_warnings(caplog) == []
+    [solved] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("solve ")]
+    assert solved.endswith(" soft=0")

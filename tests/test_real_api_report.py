@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from benchmarks.real_api import RunResult, against_targets
+from benchmarks.real_api import RawRates, RunResult, against_targets, violation_lines
+from models.plan import Violation
 
 
 def _run(mode: str, **fields: Any) -> RunResult:
@@ -43,3 +44,36 @@ def test_a_comparison_is_left_out_when_one_side_did_not_run_or_was_not_measured(
     assert only_window == [
         "binder CPU beyond the no-decision placer's: 0.50 ms a pod to the last bind"
     ]
+
+
+def test_bind_mode_is_weighed_against_the_api_servers_own_binding_rate() -> None:
+    rates = RawRates(binds={1: 538.0, 8: 791.0, 32: 1181.0}, creates=761.0)
+    lines = against_targets(
+        [_run("stock", pods_per_second=53.5), _run("bind", pods_per_second=337.8)], rates
+    )
+    assert lines == [
+        "bind against the API server's own Bindings: 337.8 pods/s (6.3x stock's 53.5) = "
+        "63% of 538/s with 1 thread, 43% of 791/s with 8 threads, 29% of 1181/s with 32 threads"
+    ]
+    assert against_targets([_run("bind", pods_per_second=337.8)]) == []  # no raw run
+
+
+def test_each_violation_names_the_binder_batch_that_placed_its_pods() -> None:
+    zone = Violation(
+        rule="replica-separation",
+        severity="soft",
+        pods=["bench-bind-1/bench-7-2", "bench-bind-1/bench-7-0"],
+        nodes=["node-00003", "node-00006"],
+        message="replica bench-bind-1/bench-7-2 shares zone zone-a with its master "
+        "bench-bind-1/bench-7-0 (shard bench-bind-1/bench/7)",
+    )
+    lost = Violation(rule="survive", severity="soft", pods=[], message="losing zone zone-a ...")
+    lines = violation_lines([zone, lost], {"bench-7-2": "ab12-4", "bench-7-0": "ab12-3"})
+    assert lines == [
+        "soft replica-separation: replica bench-bind-1/bench-7-2 shares zone zone-a with its "
+        "master bench-bind-1/bench-7-0 (shard bench-bind-1/bench/7) "
+        "(bench-7-2 in ab12-4, bench-7-0 in ab12-3)",
+        "soft survive: losing zone zone-a ...",
+    ]
+    stock = violation_lines([zone], {})
+    assert stock[0].endswith("(bench-7-2 in no binder batch, bench-7-0 in no binder batch)")

@@ -11,12 +11,12 @@ import itertools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from models.identity.expected import expected_members
-from models.plan import Plan
+from models.plan import Plan, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
 from placer.binder.background import LaterText
@@ -147,7 +147,7 @@ class Solving:
         )
         log.info(
             "solve batch=%s pods=%d shards=%d status=%s seconds=%.3f objective=%g bound=%g "
-            "next_batch_pods=%d cpu=%.3f snapshots=%d (%.2fs, cpu %.2fs, %d whole)",
+            "next_batch_pods=%d cpu=%.3f snapshots=%d (%.2fs, cpu %.2fs, %d whole) soft=%d",
             batch_id,
             solved_pods,
             len(shards),
@@ -158,7 +158,16 @@ class Solving:
             self.sizer.pods,
             cpu,
             *reads,
+            sum(1 for v in plan.violations if v.severity == "soft"),
         )
+        own = batch_violations(plan, {m.key for m in members if m.pod.pending})
+        if own:
+            log.warning(
+                "plan batch=%s leaves %d violation(s) on its own pods: %s",
+                batch_id,
+                len(own),
+                "; ".join(f"{v.severity} {v.rule}: {v.message}" for v in own),
+            )
         return Solved(plan, batch, batch_id, seconds, self._to_explain(batch))
 
     def summary(self, solved: Solved) -> LaterText:
@@ -176,6 +185,12 @@ class Solving:
             f"batch placed by the greedy baseline in {solved.seconds:.2f}s; "
             f"{survival_summary(survival)}"
         )
+
+
+def batch_violations(plan: Plan, placed: Collection[str]) -> list[Violation]:
+    """The plan's violations that name a pod the batch places (``placed``: their keys): what
+    this decision accepted, as opposed to what the running pods already break."""
+    return [v for v in plan.violations if any(pod in placed for pod in v.pods)]
 
 
 def placements(
