@@ -166,10 +166,13 @@ def test_a_refused_pin_is_deleted_for_its_controller_and_the_new_pod_avoids_the_
     fake.add_pod(pods[0])  # the StatefulSet recreates it, gated
     binder.cache.poll(0)
     _batch(binder, T0 + 2)
-    # The recreated pod avoids the refused node; the shard takes the other two PVs (which
-    # member gets which depends on whether redis-0-1 was pinned at once, kube-scheduler idle).
-    pinned = {pinned_node(fake.pods[("default", f"redis-0-{i}")]) for i in (0, 1)}
-    assert pinned == {"n1", "n3"}
+    # The recreated pod avoids the node refused to it; the shard takes two of the PVs, in two
+    # zones (the refusal was redis-0-0's: its replica may still take n0's PV).
+    recreated, replica = (pinned_node(fake.pods[("default", f"redis-0-{i}")]) for i in (0, 1))
+    assert recreated in {"n1", "n3"}
+    assert replica in {"n0", "n1", "n3"} and replica != recreated
+    zone = {"n0": "z0", "n3": "z0", "n1": "z1"}
+    assert zone[recreated] != zone[replica]
 
 
 def test_without_recreate_a_refused_pin_is_said_on_the_pod_and_nothing_is_deleted() -> None:

@@ -326,7 +326,7 @@ def test_demo_prints_its_comparison_as_json_and_yaml() -> None:
     placements = data["placements"]
     assert set(placements) == {"plan", "greedy", "stockRules"}
     assert placements["plan"]["survival"]["zone"] == {"survives": True, "losing": []}
-    assert placements["greedy"]["survival"]["zone"] == {"survives": False, "losing": ["zone-a"]}
+    assert placements["greedy"]["survival"]["zone"] == {"survives": False, "losing": ["zone-b"]}
     zone_a = next(f for f in data["drill"]["failures"] if f["domain"] == "zone-a")
     assert zone_a["plan"] == {"survives": True, "loses": []}
     assert zone_a["stockRules"]["survives"] is False
