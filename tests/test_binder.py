@@ -197,6 +197,38 @@ def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly() -> None:
     assert binder.follow_nodes is False
 
 
+def test_members_that_arrive_while_their_shard_is_written_are_decided_on_once_it_is() -> None:
+    """A shard's first member is placed alone (its size unknown); the other two arrive while
+    its binding is written. The running loop decides, then takes in the writes that finished:
+    the step that took this one in had passed the shard over as still in flight, and the
+    write's wake-up was spent on that step, so it must ask for the next step at once, not
+    sleep until something else happens (``IDLE_SECONDS``)."""
+    fake = _fake(shards=2)
+    later = [p for p in fake.pods.values() if p["metadata"]["labels"].get("redis-shard") == "1"]
+    for pod in later:
+        fake.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        pod["metadata"].pop("resourceVersion", None)
+    first, *rest = later
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    binder.step(now=1000.0)
+    assert len(binder.step(now=1001.5).bound) == 3
+    fake.add_pod(first)
+    binder.cache.poll(0)
+    binder.step(now=1010.0)  # its batch window opens
+    alone = binder._plan(1011.5)  # run's order: decide (and hand the batch over), then ...
+    binder.enforcer.wait()  # ... while the loop sleeps, its binding is written
+    assert alone.solve_status is not None and len(fake.binds) == 4
+    for pod in rest:
+        fake.add_pod(pod)
+    binder.cache.poll(0)
+    report = binder._plan(1011.6)  # the step the write woke: the shard is still in flight
+    binder._finish(report, 1011.6)  # ... until the write is taken in, after the decision
+    assert [d.decision for d in report.decisions] == ["allow"] and len(report.bound) == 1
+    assert report.next_step_in == 0.0
+    binder.step(now=1011.6)  # the next step at once: the batch window opens for the two
+    assert len(binder.step(now=1013.0).bound) == 2 and len(fake.binds) == 6
+
+
 def test_a_statefulset_created_after_the_binder_started_sizes_its_shard() -> None:
     """Its replicas say how many members to wait for; without them the pods would go at once."""
     from tests.kube_dicts import node, redis_pod
