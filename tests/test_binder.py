@@ -1,6 +1,7 @@
 """The binder's decision loop against the in-memory adapter: gangs, binding once, vanished nodes."""
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -8,11 +9,15 @@ import pytest
 from models.kube_objects import flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
-from placer.binder.holding import EXPLAIN_AGAIN
+from placer.binder.holding import EXPLAIN_AGAIN, StepReport
 from placer.binder.loop import Binder, BinderConfig
 from placer.binder.solving import SAID_BEFORE
 from placer.kube.fake import FakeKubeAdapter
 from tests.kube_dicts import node, redis_pod
+
+EVENTUALLY = 120.0
+"""How long a test of the running loop waits for what must happen: a bound for a broken loop
+only, far beyond what even a heavily loaded machine needs (the waits end when it happens)."""
 
 
 def _fake(nodes: int = 12, shards: int = 4) -> FakeKubeAdapter:
@@ -167,34 +172,96 @@ def test_an_expired_backoff_of_a_waiting_shard_does_not_spin_the_loop() -> None:
     assert solved.next_step_in > 1.0  # the waiting shard's expired backoff is no reason to wake
 
 
-def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly() -> None:
-    """The real loop: watch threads wake it on new pods, and a stop ends it within a second."""
-    import threading
-    import time
+def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real loop: a watch event wakes it for pods that arrive, the enforcer's outcomes wake
+    it to take them in, and a stop ends it while it sleeps.
 
+    Nothing is timed. With nothing due the loop would sleep an hour, so each of those wake-ups
+    must come from its event, not from a sleep running out; ``EVENTUALLY`` only keeps a broken
+    loop from hanging the suite (on a loaded machine the rest may take tens of seconds)."""
+    import threading
+
+    hour = 3600.0
+    monkeypatch.setattr("placer.binder.loop.IDLE_SECONDS", hour)
+    monkeypatch.setattr("placer.binder.holding.IDLE_SECONDS", hour)
     fake = _fake(shards=2)
     later = [p for p in fake.pods.values() if p["metadata"]["labels"].get("redis-shard") == "1"]
     for pod in later:
         fake.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
     binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    reports: list[StepReport] = []
+    stepped = threading.Condition()
+
+    def on_step(report: StepReport) -> None:
+        with stepped:
+            reports.append(report)
+            stepped.notify_all()
+
+    def bound(count: int) -> Callable[[], bool]:
+        return lambda: sum(len(r.bound) for r in reports) >= count
+
+    def until(condition: Callable[[], bool]) -> bool:
+        with stepped:
+            return stepped.wait_for(condition, timeout=EVENTUALLY)
+
+    def idle() -> bool:
+        """The last step read the cluster, found nothing to decide, and sleeps the hour."""
+        last = reports[-1]
+        return last.read and not last.decisions and last.next_step_in == hour
+
     stop = threading.Event()
-    loop = threading.Thread(target=binder.run, args=(stop,), daemon=True)
+    loop = threading.Thread(
+        target=binder.run, args=(stop,), kwargs={"on_step": on_step}, daemon=True
+    )
     loop.start()
-    deadline = time.monotonic() + 20
-    while len(fake.binds) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(fake.binds) == 3
-    for pod in later:
-        pod["metadata"].pop("resourceVersion", None)
-        fake.add_pod(pod)
-    while len(fake.binds) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(fake.binds) == 6 and len({key for key, _ in fake.binds}) == 6
-    stopped_at = time.monotonic()
-    stop.set()
-    loop.join(timeout=5)
-    assert not loop.is_alive() and time.monotonic() - stopped_at < 3
+    try:
+        assert until(bound(3)) and len(fake.binds) == 3
+        assert until(idle)  # from now on only an event wakes it
+        for pod in later:
+            pod["metadata"].pop("resourceVersion", None)
+            fake.add_pod(pod)
+        assert until(bound(6))
+        assert len(fake.binds) == 6 and len({key for key, _ in fake.binds}) == 6
+        assert until(idle)
+    finally:
+        stop.set()
+        loop.join(timeout=EVENTUALLY)
+    assert not loop.is_alive()  # the stop cut its hour's sleep short
     assert binder.follow_nodes is False
+
+
+def test_members_that_arrive_while_their_shard_is_written_are_decided_on_once_it_is() -> None:
+    """A shard's first member is placed alone (its size unknown); the other two arrive while
+    its binding is written. The running loop decides, then takes in the writes that finished:
+    the step that took this one in had passed the shard over as still in flight, and the
+    write's wake-up was spent on that step, so it must ask for the next step at once, not
+    sleep until something else happens (``IDLE_SECONDS``)."""
+    fake = _fake(shards=2)
+    later = [p for p in fake.pods.values() if p["metadata"]["labels"].get("redis-shard") == "1"]
+    for pod in later:
+        fake.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        pod["metadata"].pop("resourceVersion", None)
+    first, *rest = later
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    binder.step(now=1000.0)
+    assert len(binder.step(now=1001.5).bound) == 3
+    fake.add_pod(first)
+    binder.cache.poll(0)
+    binder.step(now=1010.0)  # its batch window opens
+    alone = binder._plan(1011.5)  # run's order: decide (and hand the batch over), then ...
+    binder.enforcer.wait()  # ... while the loop sleeps, its binding is written
+    assert alone.solve_status is not None and len(fake.binds) == 4
+    for pod in rest:
+        fake.add_pod(pod)
+    binder.cache.poll(0)
+    report = binder._plan(1011.6)  # the step the write woke: the shard is still in flight
+    binder._finish(report, 1011.6)  # ... until the write is taken in, after the decision
+    assert [d.decision for d in report.decisions] == ["allow"] and len(report.bound) == 1
+    assert report.next_step_in == 0.0
+    binder.step(now=1011.6)  # the next step at once: the batch window opens for the two
+    assert len(binder.step(now=1013.0).bound) == 2 and len(fake.binds) == 6
 
 
 def test_a_statefulset_created_after_the_binder_started_sizes_its_shard() -> None:

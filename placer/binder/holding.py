@@ -98,6 +98,11 @@ class Holding:
         length, retries say it short (``to_explain``)."""
         self.in_flight: set[str] = set()
         """Shards handed to the enforcer whose outcome has not come back yet."""
+        self.behind_writes: set[str] = set()
+        """Shards the last ``select`` passed over, though allowed, because members of theirs
+        were still in flight. The running loop decides before it takes in the writes that
+        finished, so the wake-up of such a write may have been spent on the very step that
+        passed the shard over: ``finish`` asks for the next step at once when it comes in."""
         self.window_opened: float | None = None
         self.noticed: dict[str, float] = {}
         """Ready shards by when a step first found them ready: batches take the oldest first."""
@@ -128,6 +133,7 @@ class Holding:
             for shard in [s for s in kept if s not in live]:
                 del kept[shard]  # placed (or gone) since: a later pod starts afresh
         report.decisions = decisions
+        self.behind_writes = set()
         ready: list[str] = []
         wake = [idle]
         key_of = {name: key for key, name in ours.items()}
@@ -144,6 +150,7 @@ class Holding:
                 wake.append(not_before - now)
                 continue
             if d.shard in self.in_flight:
+                self.behind_writes.add(d.shard)
                 continue  # its other members are being written: wait for that outcome
             ready.append(d.shard)
         self.noticed = {s: self.noticed.get(s, now) for s in ready}
@@ -256,12 +263,17 @@ class Holding:
     def finish(
         self, outcomes: Iterable[ShardOutcome], report: StepReport, now: float
     ) -> list[BaseException]:
-        """Take in the shards the enforcer finished: retry the incomplete ones at once."""
+        """Take in the shards the enforcer finished: retry the incomplete ones at once, and
+        decide at once on the members that waited behind them (``behind_writes``)."""
         errors: list[BaseException] = []
+        again = False
         for outcome in outcomes:
             if outcome.error is not None:
                 errors.append(outcome.error)
             self.in_flight.discard(outcome.shard)
+            if outcome.shard in self.behind_writes:
+                self.behind_writes.discard(outcome.shard)
+                again = True
             report.bound.extend(outcome.bound)
             report.failed.extend(outcome.failed)
             for name, _ in outcome.bound:
@@ -272,7 +284,7 @@ class Holding:
                 self.left_out.pop(outcome.shard, None)
             else:
                 self.backoff(outcome.shard, now, immediate=True)
-        if report.failed:
+        if report.failed or again:
             report.next_step_in = 0.0
         else:
             retries = [t - now for _, t in self.retry.values() if t > now]  # past ones: no spin
