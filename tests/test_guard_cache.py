@@ -140,7 +140,7 @@ def _shape(view: GuardView) -> dict[str, Any]:
 def _decisions(view: GuardView, policy: Policy) -> dict[str, tuple[str, str]]:
     """The guard's verdict on a disruption of each member, every member serving and in sync."""
     health = {m.key: MemberHealth(True, True) for m in view.snapshot.members}
-    out = {}
+    out: dict[str, tuple[str, str]] = {}
     for m in view.snapshot.members:
         verdict = judge_disruption(
             view.snapshot, policy, m.key, health, view.going_pods() | {m.key}

@@ -71,6 +71,7 @@ def test_binder_guard_reads_from_the_binders_watch_cache() -> None:
     stop.set()  # the guard's loop ends at once: only the wiring is looked at
     settings = {"webhook_port": 0, "redis_port": 6379}
     with _guarded(True, binder, Metrics(), stop, lambda: False, **settings) as running:
+        assert running is not None
         objects = running.guard.objects
         assert isinstance(objects, CachedObjects) and objects.cache is binder.cache
         assert objects.statefulsets_every == binder.config.node_refresh_seconds

@@ -56,6 +56,7 @@ def zone_of_returning(snap: Snapshot, policy: Policy, solver: str) -> str:
         plan = solve(snap, policy, options=SolveOptions(time_limit=10))
     assert not [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
     name = final_placement(snap, plan)["default/r3"][0]
+    assert name is not None
     zone = snap.node_by_name[name].zone
     assert zone is not None
     return zone
@@ -101,9 +102,8 @@ def test_every_member_rolled_in_turn_keeps_four_per_zone() -> None:
             hard = [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
             assert not [v for v in hard if key in v.pods]
             name = final_placement(snap, plan)[key][0]
-            pair = list(placed[shard])
-            pair[index] = name
-            placed[shard] = (pair[0], pair[1])
+            assert name is not None
+            placed[shard] = (name, placed[shard][1]) if index == 0 else (placed[shard][0], name)
     members = Counter(where[0] for pair in placed.values() for where in pair)
     assert members == {"a": 4, "b": 4, "c": 4}
 

@@ -221,7 +221,8 @@ def test_a_shard_the_labels_misread_is_dialled_with_its_credentials() -> None:
         read_secret=lambda namespace, name: {"pw": b"s3cret"},
     )
     endpoint = dial(snap.skipped_members[0])
-    assert endpoint is not None and endpoint.password.get_secret_value() == "s3cret"
+    assert endpoint is not None and endpoint.password is not None
+    assert endpoint.password.get_secret_value() == "s3cret"
 
 
 @pytest.mark.parametrize(
