@@ -45,6 +45,16 @@ _Domain = tuple[Level, str | None]
 """A domain at one level: (level, its name)."""
 
 
+def _worst_per_cluster(by_domain: dict[str | None, dict[str, int]]) -> int:
+    """Per Redis cluster, the most it has in one domain, summed over clusters."""
+    worst: dict[str, int] = {}
+    for counts in by_domain.values():
+        for cluster, n in counts.items():
+            if n > worst.get(cluster, 0):
+                worst[cluster] = n
+    return sum(worst.values())
+
+
 def _domain_order(domain: str | None) -> tuple[bool, str]:
     return (domain is None, domain or "")
 
@@ -611,24 +621,12 @@ class RunningVerdict:
             terms[level] = (
                 float(weights.separation(level) * state.pairs[level]) if preferred else 0.0
             )
-        worst: dict[str, int] = {}
-        for counts in state.dom_masters[state.survival_level].values():
-            for cluster, n in counts.items():
-                if n > worst.get(cluster, 0):
-                    worst[cluster] = n
-        terms["survival"] = float(weights.survival * sum(worst.values()))
-        worst_rack: dict[str, int] = {}
-        for counts in state.rack_masters.values():
-            for cluster, n in counts.items():
-                if n > worst_rack.get(cluster, 0):
-                    worst_rack[cluster] = n
-        terms["rackSurvival"] = float(weights.rack_survival * sum(worst_rack.values()))
-        worst_zone: dict[str, int] = {}
-        for counts in state.zone_members.values():
-            for cluster, n in counts.items():
-                if n > worst_zone.get(cluster, 0):
-                    worst_zone[cluster] = n
-        terms["memberSpread"] = float(weights.member_spread * sum(worst_zone.values()))
+        masters_by_zone = state.dom_masters[state.survival_level]
+        terms["survival"] = float(weights.survival * _worst_per_cluster(masters_by_zone))
+        rack = _worst_per_cluster(state.rack_masters)
+        terms["rackSurvival"] = float(weights.rack_survival * rack)
+        members = _worst_per_cluster(state.zone_members)
+        terms["memberSpread"] = float(weights.member_spread * members)
         on_old = sum(state.node_members.get(name, 0) for name in self.snapshot.superseded)
         terms["superseded"] = float(weights.superseded * on_old)
         terms["masterBalance"] = float(weights.master_balance * state.balance)
