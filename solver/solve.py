@@ -346,7 +346,17 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             # Not proven optimal: weigh it against greedy's, and what else the budget allows.
             # On a machine loaded past what the budget planned for, greedy's plan after the
             # levels would end past the deadline: then the levels' plan stands alone.
-            if fallback is None and (not candidates or pace.greedy_fits(snapshot, deadline)):
+            # A plan placing all it can within the gap asked for of a proven bound is not weighed
+            # against greedy's either: greedy's could be better by less than the gap (the
+            # binder's batches, 1%: greedy and judging its plan were a sixth of a batch's solve).
+            within_gap = bool(candidates) and _settled(
+                snapshot, candidates[0], bounds, _gap_limit(policy, options)
+            )
+            if (
+                fallback is None
+                and not within_gap
+                and (not candidates or pace.greedy_fits(snapshot, deadline))
+            ):
                 report("greedy", None, None)
                 candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
             first = candidates[0]

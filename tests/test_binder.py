@@ -426,3 +426,20 @@ def test_a_clean_batch_warns_of_nothing(caplog: pytest.LogCaptureFixture) -> Non
     assert _violation_warnings(caplog) == []
     [solved] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("solve ")]
     assert solved.endswith(" soft=0")
+
+
+def test_the_background_writes_slow_down_while_an_arrival_is_being_placed() -> None:
+    """For a second after each solve the Events and labels go at their busy rate, so between
+    two batches of an arrival the API server's time goes to the pods; then at full rate."""
+    clock = [1000.0]
+    fake = _fake()
+    binder = Binder(fake, Policy(), BinderConfig(), clock=lambda: clock[0])
+    assert not binder.background.busy()  # nothing solved yet
+    binder.step(now=clock[0])
+    clock[0] += 1.5
+    assert binder.step(now=clock[0]).solve_status is not None
+    assert binder.background.busy()  # its writes are done; the arrival may go on
+    clock[0] += 0.9
+    assert binder.background.busy()
+    clock[0] += 0.2
+    assert not binder.background.busy()

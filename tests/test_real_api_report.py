@@ -2,7 +2,13 @@
 
 from typing import Any
 
-from benchmarks.real_api import RawRates, RunResult, against_targets, violation_lines
+from benchmarks.real_api import (
+    RawRates,
+    RunResult,
+    across_rounds,
+    against_targets,
+    violation_lines,
+)
 from models.plan import Violation
 
 
@@ -23,11 +29,12 @@ def test_gate_is_compared_with_stock_and_the_binder_with_the_no_decision_placer(
             _run("gate", pods_per_second=52.7, shard_p50=10.89),
             _run("stock", pods_per_second=53.5, shard_p50=10.87),
             _run("bind", cpu={"binder": 2.79}, placer_cpu_to_exit=4.05),
-            _run("trivial", cpu={"binder": 1.33}, placer_cpu_to_exit=1.50),
+            _run("trivial", pods_per_second=380.0, cpu={"binder": 1.33}, placer_cpu_to_exit=1.50),
         ]
     )
     assert lines == [
         "gate against stock: pods/s 52.7 against 53.5 (0.985x); shard p50 10.89 s against 10.87 s",
+        "bind against the no-decision placer: 53.5 pods/s = 14% of 380.0",
         "binder CPU beyond the no-decision placer's: 0.97 ms a pod to the last bind, "
         "1.70 ms a pod to the placers' exit",
     ]
@@ -42,7 +49,8 @@ def test_a_comparison_is_left_out_when_one_side_did_not_run_or_was_not_measured(
         ]
     )
     assert only_window == [
-        "binder CPU beyond the no-decision placer's: 0.50 ms a pod to the last bind"
+        "bind against the no-decision placer: 53.5 pods/s = 100% of 53.5",
+        "binder CPU beyond the no-decision placer's: 0.50 ms a pod to the last bind",
     ]
 
 
@@ -56,6 +64,34 @@ def test_bind_mode_is_weighed_against_the_api_servers_own_binding_rate() -> None
         "63% of 538/s with 1 thread, 43% of 791/s with 8 threads, 29% of 1181/s with 32 threads"
     ]
     assert against_targets([_run("bind", pods_per_second=337.8)]) == []  # no raw run
+    with_trivial = against_targets(
+        [_run("trivial", pods_per_second=430.4), _run("bind", pods_per_second=337.8)], rates
+    )
+    assert with_trivial[1] == (
+        "no-decision placer against the API server's own Bindings: 430.4 pods/s = 80% of "
+        "538/s with 1 thread"
+    )
+
+
+def test_rounds_are_weighed_each_against_its_own_binding_rate_and_no_decision_placer() -> None:
+    rounds = [
+        (
+            [_run("bind", pods_per_second=300.0), _run("trivial", pods_per_second=400.0)],
+            RawRates(binds={1: 360.0, 8: 700.0}),
+        ),
+        (
+            [_run("bind", pods_per_second=270.0), _run("trivial", pods_per_second=300.0)],
+            RawRates(binds={1: 450.0}),
+        ),
+        ([_run("bind", pods_per_second=390.0), _run("trivial", pods_per_second=410.0)], None),
+    ]
+    assert across_rounds(rounds) == [
+        "bind mode, share of the round's 1-thread Binding rate: 83%, 60% (80% or more in 1 of 2)",
+        "no-decision placer, share of the round's 1-thread Binding rate: 111%, 67% "
+        "(80% or more in 1 of 2)",
+        "bind mode, share of the round's no-decision placer: 75%, 90%, 95% (80% or more in 2 of 3)",
+    ]
+    assert across_rounds([([_run("bind")], None)]) == []  # nothing to weigh it against
 
 
 def test_each_violation_names_the_binder_batch_that_placed_its_pods() -> None:

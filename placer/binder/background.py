@@ -3,8 +3,9 @@
 Modelled on client-go's event broadcaster as kube-scheduler uses it: recording only queues
 (bounded; beyond the bound a write is dropped and counted), one thread sends, rate-limited, and
 repeats of a still-queued event on the same pod are folded into it (the newest message, a
-``count``). While bindings are in flight the sender slows to ``busy_qps``, so on a small
-control plane the API server's time goes to the bindings first and the Events follow.
+``count``). While the binder is busy (bindings in flight, or an arrival being placed: the
+binder says which) the sender slows to ``busy_qps``, so on a small control plane the API
+server's time goes to the bindings first and the Events follow.
 """
 
 from __future__ import annotations

@@ -84,6 +84,10 @@ WATCH_RETRY_MAX_SECONDS = 2.0
 """The longest wait between two attempts to list the cluster again after a watch broke: the
 binder is back within this of the API server's return."""
 
+PLACING_SECONDS = 1.0
+"""For this long after a batch is solved, the background writes keep their busy rate (while
+an arrival goes on, the next batch follows within it)."""
+
 STEP_INTERVAL = 0.1
 """Shortest time between two steps that a watch event starts: a step rebuilds the snapshot of
 the whole cluster, and a rollout's pods arrive faster than that is worth doing."""
@@ -124,7 +128,7 @@ class Binder:
         self.background = BackgroundWrites(
             adapter,
             qps=self.config.event_qps,
-            busy=lambda: self.enforcer.busy,
+            busy=lambda: self.enforcer.busy or self._placing(),
             on_drop=lambda kind: self.metrics.deferred_dropped.labels(kind=kind).inc(),
         )
         self.sizer = BatchSizer(
@@ -132,6 +136,8 @@ class Binder:
             max_pods=self.config.max_batch_pods,
             seconds_per_pod=FIRST_SECONDS_PER_POD[self.config.solver],
         )
+        self._solved_at: float | None = None
+        """When the last batch was solved (``_placing``)."""
         self.run_id = secrets.token_hex(4)
         """Names this process's batches (``<run_id>-<n>``) in logs and pod annotations."""
         self._leading: Callable[[], bool] = lambda: True
@@ -274,6 +280,16 @@ class Binder:
             report.next_step_in = 0.0  # more shards are ready: the next batch now
         return report
 
+    def _placing(self) -> bool:
+        """Whether an arrival is being placed: a batch was solved within ``PLACING_SECONDS``.
+
+        The background writes go at their busy rate then, not only while Bindings are in
+        flight, so the API server's time in the gaps between batches goes to the pods still
+        being created and bound (1,500 pods on a real API server: about 50 Events and labels
+        were sent in those gaps, a request each for the API server and the binder)."""
+        solved = self._solved_at
+        return solved is not None and self.clock() - solved < PLACING_SECONDS
+
     def _finish(self, report: StepReport, now: float) -> list[BaseException]:
         """Take in the shards the enforcer finished: retry the incomplete ones at once."""
         return self.holding.finish(self.enforcer.completed(), report, now)
@@ -310,6 +326,7 @@ class Binder:
             reader.builder.whole_builds,
         )
         solved = self.solving.solve_batch(snapshot, shards, report, self._solve, reads)
+        self._solved_at = self.clock()
         batch_id = solved.batch_id
         summary = self.solving.summary(solved)
         if not self.follow_nodes:
