@@ -69,13 +69,21 @@ class Reporter:
         reason: str,
         event_reason: str | None = None,
     ) -> None:
-        """Count and announce a Permit decision once per pod and change, not once per step."""
-        for key in pods:
-            if self.announced.get(key) == (decision, reason):
-                continue
+        """Count and announce a Permit decision once per pod and change, not once per step:
+        one log line for the pods of one call (a shard's) it is news for. A line per pod was
+        a tenth of the decision thread's time on a real API server, 1,500 pods arriving."""
+        news = [key for key in pods if self.announced.get(key) != (decision, reason)]
+        if not news:
+            return
+        log.info(
+            "permit pods=%s decision=%s reason=%s",
+            ",".join(by_key_name(key) for key in news),
+            decision,
+            reason,
+        )
+        for key in news:
             self.announced[key] = (decision, reason)
             self.metrics.permit(decision)
-            log.info("permit pod=%s decision=%s reason=%s", by_key_name(key), decision, reason)
             if decision == "wait":
                 self.event(raw[key], "WaitingForShard", reason)
             elif decision == "reject":
