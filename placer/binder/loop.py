@@ -84,6 +84,9 @@ WATCH_RETRY_MAX_SECONDS = 2.0
 """The longest wait between two attempts to list the cluster again after a watch broke: the
 binder is back within this of the API server's return."""
 
+WATCH_JOIN_SECONDS = 2.0
+"""How long a stopping binder waits for its watch threads, all of them together."""
+
 PLACING_SECONDS = 1.0
 """For this long after a batch is solved, the background writes keep their busy rate (while
 an arrival goes on, the next batch follows within it)."""
@@ -460,8 +463,11 @@ class Binder:
                 on_step(leftover)
             self.background.stop()
             self._leading = lambda: True
+            # Daemons: a watch blocked on the network dies with us. One deadline for all, so
+            # the Lease (released after this returns) waits 2 s at most, not 2 s per watch.
+            joined_by = time.monotonic() + WATCH_JOIN_SECONDS
             for watcher in watchers:
-                watcher.join(timeout=2)  # daemons: a watch blocked on the network dies with us
+                watcher.join(timeout=max(0.0, joined_by - time.monotonic()))
 
     def _first_list(self, stop: threading.Event) -> None:
         """The first list, tried until it succeeds (the API server may be restarting as

@@ -70,8 +70,9 @@ class Reporter:
         event_reason: str | None = None,
     ) -> None:
         """Count and announce a Permit decision once per pod and change, not once per step:
-        one log line for the pods of one call (a shard's) it is news for. A line per pod was
-        a tenth of the decision thread's time on a real API server, 1,500 pods arriving."""
+        one log line for the pods of one call (a shard's) it is news for. On a real API server,
+        1,500 pods arriving, log lines took a tenth of the decision thread's time (py-spy), half
+        of it a line per pod here."""
         news = [key for key in pods if self.announced.get(key) != (decision, reason)]
         if not news:
             return
