@@ -292,3 +292,36 @@ def test_a_pod_whose_shard_cannot_be_read_is_let_through_and_said_so(
     assert warning.startswith("redis-placer guard: default/s0-m let through unchecked: shard ")
     assert "has 2 masters" in warning
     assert metrics.guard_admissions.labels(decision="unjudged")._value.get() == 1
+
+
+def test_a_pod_the_guard_may_not_read_costs_only_its_own_cluster() -> None:
+    """A managed pod in a namespace where the binder's ServiceAccount may not get pods: the
+    guard's reading says so as a problem and goes on reading the other clusters, where the
+    refused read used to end the reading (and with it every judgement: the guard then let
+    every eviction through)."""
+    from placer.kube.adapter import KubeApiError
+    from placer.maintenance.reading import read_guard_view
+
+    pods = [
+        redis_pod("a-0", "a", 0, "master", node="n1"),
+        redis_pod("b-0", "b", 0, "master", node="n2", namespace="team-b"),
+    ]
+    for i, pod in enumerate(pods):
+        pod["status"] = {"phase": "Running", "podIP": f"127.0.0.{i + 2}"}
+
+    class Forbidden(FakeKubeAdapter):
+        def get_pod(self, namespace: str, name: str) -> Any:
+            if namespace == "team-b":
+                raise KubeApiError(f"get pod {namespace}/{name}", 403, "forbidden")
+            return super().get_pod(namespace, name)
+
+    adapter = Forbidden(nodes=[node("n1", "za", "ra"), node("n2", "zb", "rb")], pods=pods)
+    view = read_guard_view(adapter, Policy(), port=1, timeout_s=0.2)
+    assert view.dial is not None
+    assert [line for line in view.problems if line.startswith("redis credentials")] == [
+        "redis credentials: pod team-b/b-0: cannot read it for Redis cluster team-b/b's "
+        "credentials: get pod team-b/b-0: HTTP 403: forbidden; that cluster is dialled with the "
+        "policy's credentials only (this ServiceAccount needs get on pods in namespace team-b: "
+        "list it among the namespaces that hold Redis)"
+    ]
+    assert {m.cluster for m in view.snapshot.members} == {"default/a", "team-b/b"}

@@ -225,6 +225,49 @@ def test_a_shard_the_labels_misread_is_dialled_with_its_credentials() -> None:
     assert endpoint.password.get_secret_value() == "s3cret"
 
 
+def test_a_pod_it_may_not_read_stops_only_its_own_cluster_s_credentials() -> None:
+    """Pods are listed cluster-wide, but this ServiceAccount may get pods only in the
+    namespaces that hold Redis: a Redis cluster elsewhere is dialled with the policy's
+    credentials, said in one line naming the pod and the grant; the others keep theirs (before,
+    the refused read ended the whole run with a traceback, and the guard saw no Redis at all)."""
+    ours = _pod_of("ot-operator", "auth", "pw", None)
+    elsewhere = json.loads(json.dumps(ours))
+    elsewhere["metadata"].update(name="rc-9", namespace="team-b")
+    for pod, ip in ((ours, "10.1.0.1"), (elsewhere, "10.1.0.9")):
+        pod["metadata"]["labels"].update(
+            {"redis-cluster": "orders", "redis-shard": "0", "redis-role": "master"}
+        )
+        pod["spec"]["nodeName"] = "n1"
+        pod["status"] = {"phase": "Running", "podIP": ip}
+    snap = snapshot([node("n1", "za", "ra")], [ours, elsewhere])
+    assert {m.cluster for m in snap.members} == {"default/orders", "team-b/orders"}
+
+    def read_pod(namespace: str, name: str) -> dict[str, Any]:
+        if namespace == "team-b":
+            raise KubeApiError(f"get pod {namespace}/{name}", 403, "forbidden")
+        return ours
+
+    dial = resolve_access(
+        snap,
+        Policy(),
+        port=6379,
+        read_pod=read_pod,
+        read_secret=lambda namespace, name: {"pw": b"s3cret"},
+    )
+    password = dial.of("default/orders").password
+    assert password is not None and password.get_secret_value() == "s3cret"
+    assert dial.of("team-b/orders").password is None
+    assert dial.issues == [
+        (
+            "pod team-b/rc-9",
+            "cannot read it for Redis cluster team-b/orders's credentials: get pod team-b/rc-9: "
+            "HTTP 403: forbidden; that cluster is dialled with the policy's credentials only "
+            "(this ServiceAccount needs get on pods in namespace team-b: list it among the "
+            "namespaces that hold Redis)",
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     ("secrets", "expected"),
     [

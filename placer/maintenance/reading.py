@@ -165,6 +165,7 @@ def read_guard_view(
             if not m.pod.pending
         }
     else:
+        problems.extend(f"redis credentials: {what}: {why}" for what, why in dial.issues)
         everyone = [*snapshot.members, *snapshot.skipped_members]
         views = read_views(everyone, dial, timeout_s=timeout_s)
         reading = resolve_roles(everyone, views, port)

@@ -41,7 +41,7 @@ from placer.rebalance.events import (
     run_summary,
 )
 from placer.rebalance.report import print_table, push_gauges, with_reasons
-from placer.redis.reading import reading_warnings, roles_document
+from placer.redis.reading import access_warnings, reading_warnings, roles_document
 from solver.changes import after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import keep_plan, master_quorum_warnings
@@ -336,7 +336,7 @@ def command(
         record_survival(adapter, broken)
     code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
     notes = [*warnings, roles_note] if roles_note else warnings
-    finish([*skipped, *reading_warnings(reading)], notes, code)
+    finish([*skipped, *access_warnings(dial), *reading_warnings(reading)], notes, code)
 
 
 LEVEL_ORDER = ("zone", "rack", "host")

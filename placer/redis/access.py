@@ -58,6 +58,9 @@ class Dialer:
     port: int
     access: dict[str, ClusterAccess] = field(default_factory=dict)
     default: ClusterAccess = field(default_factory=ClusterAccess)
+    issues: list[tuple[str, str]] = field(default_factory=list)
+    """(object, message) of what could not be read, its cluster dialled without it: a pod in
+    a namespace this ServiceAccount may not read stops that cluster's credentials only."""
 
     def of(self, cluster: str) -> ClusterAccess:
         return self.access.get(cluster, self.default)
@@ -272,10 +275,11 @@ def resolve_access(
     for member in (*snapshot.members, *snapshot.skipped_members):
         by_cluster.setdefault(member.cluster, []).append(member)
     access: dict[str, ClusterAccess] = {}
+    issues: list[tuple[str, str]] = []
     for cluster, members in sorted(by_cluster.items()):
         namespace = members[0].pod.namespace
         sample = _representative(members)
-        obj = read_pod(sample.pod.namespace, sample.pod.name) if read_pod else None
+        obj = _pod(read_pod, sample, cluster, issues)
         found = pod_credentials(obj) if obj else None
         via = sample.key if obj else ""
         secret: SecretStr | None
@@ -297,4 +301,28 @@ def resolve_access(
         tls = _tls(namespace, cluster, policy, found.tls if found else None, via, secrets)
         access[cluster] = ClusterAccess(secret, username, tls, source)
     default = ClusterAccess(given, policy.redis.auth.username, None, password_source)
-    return Dialer(port=port, access=access, default=default)
+    return Dialer(port=port, access=access, default=default, issues=issues)
+
+
+def _pod(
+    read_pod: PodReader | None, sample: Member, cluster: str, issues: list[tuple[str, str]]
+) -> Mapping[str, Any] | None:
+    """The pod whose environment and volumes name its cluster's credentials, or None: no
+    cluster to read it from, or it cannot be read (said in ``issues``; the other clusters go
+    on: pods listed cluster-wide may lie in a namespace where this ServiceAccount may not get
+    one)."""
+    if read_pod is None:
+        return None
+    namespace, name = sample.pod.namespace, sample.pod.name
+    try:
+        return read_pod(namespace, name)
+    except Exception as exc:
+        issues.append(
+            (
+                f"pod {namespace}/{name}",
+                f"cannot read it for Redis cluster {cluster}'s credentials: {exc}; that cluster "
+                f"is dialled with the policy's credentials only (this ServiceAccount needs get "
+                f"on pods in namespace {namespace}: list it among the namespaces that hold Redis)",
+            )
+        )
+        return None

@@ -37,7 +37,13 @@ from placer.redis.roles import (
     resolve_roles,
 )
 
-__all__ = ["reading_warnings", "redis_dialer", "redis_roles", "roles_document"]
+__all__ = [
+    "access_warnings",
+    "reading_warnings",
+    "redis_dialer",
+    "redis_roles",
+    "roles_document",
+]
 
 PROBE_PODS = 3
 PROBE_TIMEOUT_S = 2.0
@@ -184,6 +190,12 @@ def unreachable_note(views: Mapping[str, View]) -> str:
         f"no Redis pod answered from here ({len(views)} probed; {first}): roles from the "
         "role labels; in the cluster, or with --roles redis, they are read from Redis"
     )
+
+
+def access_warnings(dial: Dialer | None) -> list[SkippedInput]:
+    """What credentials could not be read, as input warnings (their clusters dialled without)."""
+    issues = dial.issues if dial is not None else []
+    return [SkippedInput(object=o, message=m, severity="warning") for o, m in issues]
 
 
 def reading_warnings(reading: RoleReading | None) -> list[SkippedInput]:
