@@ -113,17 +113,23 @@ def test_a_neighbourhood_that_is_the_whole_problem_solved_optimally_ends_the_sea
     assert result.steps == 1
 
 
+def _unproven_by_the_levels() -> tuple[Policy, Snapshot]:
+    """Two Redis clusters: level one's bound on their racks is not tight here, so the levels
+    alone prove nothing, and a plan close to their bound is what a relative gap acts on."""
+    policy = Policy.model_validate({"rules": {"survive": "none"}})
+    snapshot = build_snapshot(
+        flatten([generate_cluster(45, 40, running_shards=10, seed=1, clusters=2)]), policy
+    )
+    return policy, snapshot
+
+
 def test_a_plan_within_the_gap_asked_for_is_not_searched_further(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With a relative gap, a plan already that close to the levels' proven bound is returned
     without the whole class model (the binder's 1%): with no gap the class model runs; with 5%
-    it is skipped and the objective is the same. (Two Redis clusters: level one's bound on
-    their racks is not tight here, so the levels alone prove nothing.)"""
-    policy = Policy.model_validate({"rules": {"survive": "none"}})
-    snapshot = build_snapshot(
-        flatten([generate_cluster(45, 40, running_shards=10, seed=1, clusters=2)]), policy
-    )
+    it is skipped and the objective is the same."""
+    policy, snapshot = _unproven_by_the_levels()
     calls: list[int] = []
     whole = solve_module._exact_classes
 
@@ -146,12 +152,9 @@ def test_a_plan_within_the_gap_asked_for_is_not_weighed_against_greedys(
 ) -> None:
     """Greedy's plan could beat one placed within the gap of a proven bound by less than the
     gap: with 5% it is not made or judged (the binder's batches, at 1%, paid it on every
-    plan not proven optimal);
-    with no gap the levels' plan, proven nothing, is weighed against it."""
-    policy = Policy.model_validate({"rules": {"survive": "none"}})
-    snapshot = build_snapshot(
-        flatten([generate_cluster(45, 40, running_shards=10, seed=1, clusters=2)]), policy
-    )
+    plan not proven optimal); with no gap the levels' plan, proven nothing, is weighed
+    against it."""
+    policy, snapshot = _unproven_by_the_levels()
     calls: list[int] = []
     greedy = solve_module.greedy_placement
 
