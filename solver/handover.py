@@ -72,6 +72,9 @@ class Disruption:
     reason: str
     successor: Successor | None = None
     shard: str | None = None
+    first: str | None = None
+    """A replica of the shard asked to go too, which goes before this master hands over (so
+    the role is not handed to a pod about to stop, and back again)."""
 
 
 def _serving(health: Mapping[str, MemberHealth], key: str) -> bool:
@@ -164,15 +167,20 @@ def judge_disruption(
     health: Mapping[str, MemberHealth],
     going: Collection[str] = (),
     handing_over: Collection[str] = (),
+    asked: Collection[str] = (),
 ) -> Disruption:
     """May ``pod`` stop now? ``going``: the other pods the same maintenance will stop (a
     cordoned node's, a zone's), so a successor is never chosen among them. ``handing_over``:
-    masters whose handover is asked for and not done; their replicas stay until it is (two
-    StatefulSets rolled at once delete a master and its replica together).
+    masters whose handover is asked for and not done; their replicas stay until it is (a
+    failover in flight may be promoting them). ``asked``: other pods whose own stop was asked
+    for and refused, still waiting to go (two StatefulSets rolled at once delete a master and
+    its replica together).
 
     - a pod the policy does not manage, or a shard of one, goes (nothing to hand over);
     - while another member of its shard is not Ready, not in sync or going too, it waits;
     - a master hands its role over first; with no replica to take it, it waits;
+    - a master whose best successor is itself asked to go waits for that replica to go and
+      come back: handing the role to it would only hand it back when its stop comes;
     - a replica goes."""
     member = next((m for m in snapshot.members if m.key == pod), None)
     if member is None or member.pod.pending:
@@ -197,10 +205,20 @@ def judge_disruption(
                 pod, "wait", f"its master {master} is handing shard {key} over first", shard=key
             )
         return Disruption(pod, "allow", f"a replica of shard {key}; its master serves", shard=key)
-    successor = choose_successor(snapshot, policy, member, others_going, health)
+    leaving = set(asked) - {pod}
+    successor = choose_successor(snapshot, policy, member, others_going | leaving, health)
     if successor is None:
         return Disruption(
             pod, "wait", f"no replica of shard {key} is Ready and in sync to take over", shard=key
+        )
+    if successor.pod in leaving:
+        return Disruption(
+            pod,
+            "wait",
+            f"{successor.pod} of shard {key} is to stop too: it goes first, then this master "
+            "hands over to it",
+            shard=key,
+            first=successor.pod,
         )
     reason = f"master of shard {key}: hand over to {successor.pod} first"
     if successor.broken:

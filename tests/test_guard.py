@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from models.policy import Policy
 from placer.kube.fake import FakeKubeAdapter
-from placer.maintenance.guard import HANDOVER_ANNOTATION, Admission, Guard
+from placer.maintenance.guard import HANDOVER_ANNOTATION, STOP_ASKED_ANNOTATION, Admission, Guard
 from placer.maintenance.webhook import WebhookServer, review
 from placer.metrics import Metrics
 from tests.kube_dicts import node, redis_pod
@@ -245,18 +245,73 @@ def test_the_webhook_answers_over_tls(tmp_path: Path) -> None:
             assert answer["response"]["allowed"] is allowed
 
 
-def test_a_replica_stays_while_its_master_hands_over(redis_cluster: RedisClusterHarness) -> None:
-    """OT rolls its leader and follower StatefulSets at once: leader-k's delete asks for a
-    handover, follower-k's (the successor) must wait for it."""
+def _replace_pod(adapter: FakeKubeAdapter, name: str) -> None:
+    """The StatefulSet's new pod of the same name (its Redis, in the harness, the same)."""
+    meta = adapter.pods[("default", name)]["metadata"]
+    meta["uid"] = f"{meta['uid']}-next"
+    meta.pop("annotations", None)
+
+
+def test_a_master_and_its_replica_asked_to_stop_together_hand_over_once(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """OT rolls its leader and follower StatefulSets at once: pod k of each is deleted at the
+    same moment, and both retry every few seconds. The replica goes first, the master waits for
+    its new pod and hands over to it, then goes: one handover, never both pods gone, never a
+    hold run out. Before, the role was handed to the replica, whose own stop then handed it
+    back, and again, until both holds ran out and both pods went together."""
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    now = [1000.0]
+
+    def later(seconds: float = 6.0) -> None:  # the next retry: every reading is older
+        now[0] += seconds
+
+    guard, other = (_guard(h, adapter, clock=lambda: now[0]) for _ in range(2))  # two replicas
+    master = guard.admit("default", "s1-m")
+    assert not master.allowed and "hand over to default/s1-r" in master.message
+    replica = other.admit("default", "s1-r")  # the other replica finds the request on the pod
+    assert not replica.allowed and "handing shard default/cache/1 over first" in replica.message
+    assert STOP_ASKED_ANNOTATION in adapter.pods[("default", "s1-r")]["metadata"]["annotations"]
+    later()
+    # the leader finds the replica about to stop: no handover to it, and the request is dropped
+    done = other.step(leading=True)
+    assert not any(line.startswith("handed") for line in done), done
+    assert _role(h, ip["s1-m"]) == "master"
+    assert HANDOVER_ANNOTATION not in adapter.pods[("default", "s1-m")]["metadata"].get(
+        "annotations", {}
+    )
+    waiting = guard.admit("default", "s1-m")
+    assert not waiting.allowed
+    assert "default/s1-r of shard default/cache/1 is to stop too" in waiting.message
+    assert guard.admit("default", "s1-r").allowed  # it goes first; its master serves
+    # no reading shows the deletion yet, and the master's stop must not find the replica serving
+    assert "default/s1-r is not Ready" in guard.admit("default", "s1-m").message
+    _replace_pod(adapter, "s1-r")  # back, Ready and in sync
+    later()
+    assert not guard.admit("default", "s1-m").allowed
+    assert "handed default/s1-m -> default/s1-r" in other.step(leading=True)
+    h.wait_healthy()
+    later()
+    assert other.admit("default", "s1-m").allowed
+    assert guard.admit("default", "s1-m").allowed
+    assert _role(h, ip["s1-r"]) == "master"
+    assert len([e for e in adapter.events if e["reason"] == "HandedOver"]) == 1
+    assert not any(e["reason"] == "HoldReleased" for e in adapter.events)
+
+
+def test_a_replica_let_stop_is_no_successor_before_its_deletion_is_read(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """Two deletes within the reading's second: the first (the replica) is let through, so the
+    second (its master) must not be handed to it."""
     h = redis_cluster
     adapter, _ = _cluster(h)
     guard = _guard(h, adapter)
-    assert not guard.admit("default", "s2-m").allowed
-    replica = guard.admit("default", "s2-r")
-    assert not replica.allowed and "handing shard default/cache/2 over first" in replica.message
-    guard.step(leading=True)
-    h.wait_healthy()
-    assert guard.admit("default", "s2-m").allowed  # a replica now
+    assert guard.admit("default", "s0-r").allowed
+    answer = guard.admit("default", "s0-m")
+    assert not answer.allowed and "default/s0-r is not Ready" in answer.message
+    assert not any(line.startswith("handed") for line in guard.step(leading=True))
 
 
 def _all_labelled_master(adapter: FakeKubeAdapter) -> None:

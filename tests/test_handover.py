@@ -256,3 +256,26 @@ def test_a_replica_waits_while_its_master_hands_over_to_it() -> None:
     )
     assert waiting.kind == "wait" and "handing shard default/cache/s1 over" in waiting.reason
     assert judge_disruption(snap, Policy(), "default/s1-1", health).kind == "allow"
+
+
+def test_a_master_whose_only_replica_is_to_stop_too_lets_it_go_first() -> None:
+    """Two StatefulSets rolled at once ask for a master and its only replica together: the
+    master does not hand its role to a pod about to stop (it would hand it back at that pod's
+    stop, and again, until a hold ran out); the replica goes first."""
+    snap = five_shards()
+    health = _healthy(snap)
+    master = judge_disruption(snap, Policy(), "default/s1-0", health, asked={"default/s1-1"})
+    assert master.kind == "wait" and master.first == "default/s1-1"
+    assert "default/s1-1 of shard default/cache/s1 is to stop too: it goes first" in master.reason
+    assert judge_disruption(
+        snap, Policy(), "default/s1-1", health, asked={"default/s1-0"}
+    ).kind == ("allow")
+
+
+def test_a_master_hands_over_to_a_replica_that_stays_before_waiting_for_one_that_goes() -> None:
+    snap = five_shards()
+    verdict = judge_disruption(
+        snap, Policy(), "default/s0-0", _healthy(snap), asked={"default/s0-2"}
+    )
+    assert verdict.kind == "handover" and verdict.first is None
+    assert verdict.successor is not None and verdict.successor.pod == "default/s0-1"

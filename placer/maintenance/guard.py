@@ -20,6 +20,7 @@ Three jobs, kept apart as controller-runtime keeps watching, deciding and acting
 
 from __future__ import annotations
 
+import calendar
 import logging
 import threading
 import time
@@ -33,16 +34,27 @@ from models.policy import Policy
 from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
 from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
-from solver.handover import Disruption, judge_disruption
+from solver.handover import Disruption, MemberHealth, judge_disruption
 
 log = logging.getLogger(__name__)
 
 HANDOVER_ANNOTATION = "redis-placer.io/handover-requested"
+STOP_ASKED_ANNOTATION = "redis-placer.io/stop-asked"
+"""On a pod whose eviction or delete was refused: when (UTC), so every replica of the guard
+knows the pod is waiting to stop and hands its shard's master role to no pod about to go."""
 COMPONENT = "redis-placer-guard"
 DEFAULT_MAX_HOLD_S = 120.0
 DEFAULT_REFRESH_S = 2.0
 ADMIT_MAX_AGE_S = 1.0
 RESTORE_EVERY_S = 30.0
+WANTED_LOCAL_S = 5.0
+ASKED_FRESH_S = 60.0
+"""A refused stop counts as still wanted this long after it was last asked for (drains retry
+every few seconds; a StatefulSet's rollout at once on any change of its pods)."""
+ASKED_STAMP_EVERY_S = 10.0
+LET_GO_S = 30.0
+"""A pod let go counts as gone this long, until the reading shows it deleted: the reading may be
+a second old, and another member's stop asked for meanwhile must not find it serving."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,13 @@ class Guard:
         self._reading = threading.Lock()
         self._view: GuardView | None = None
         self._held: dict[str, float] = {}
-        self._wanted: set[str] = set()
+        self._asked_at: dict[str, tuple[float, str]] = {}
+        """Pods whose stop this replica refused: when last, and the pod's uid then."""
+        self._let_go: dict[str, tuple[float, str]] = {}
+        """Pods this replica let stop: when, and the pod's uid then."""
+        self._wanted: dict[str, float] = {}
+        """Handovers this replica asked for, and when: trusted alone only until the readings
+        carry the request on the pod (the leader clears it there when it is done or dropped)."""
         self._told: dict[tuple[str, str], float] = {}
         self._last_restore = -RESTORE_EVERY_S
         self.wake = threading.Event()
@@ -159,12 +177,20 @@ class Guard:
             return Admission(True)
         going = view.going_pods() | {key}
         decision = judge_disruption(
-            view.snapshot, self.policy, key, view.health, going, self._handing_over(view)
+            view.snapshot,
+            self.policy,
+            key,
+            self._health(view),
+            going,
+            self._handing_over(view),
+            self._stops_asked(view, but=key),
         )
         now = self._clock()
         if decision.kind == "allow":
             with self._lock:
                 self._held.pop(key, None)
+            if not dry_run:
+                self._let(view, key)
             self._count("allow")
             return Admission(True, message=decision.reason)
         with self._lock:
@@ -173,6 +199,8 @@ class Guard:
         if held >= self.max_hold_s:
             with self._lock:
                 self._held.pop(key, None)
+            if not dry_run:
+                self._let(view, key)
             self._count("released")
             text = (
                 f"redis-placer: held {held:.0f}s, its longest hold ({self.max_hold_s:g}s): let "
@@ -180,8 +208,10 @@ class Guard:
             )
             self._event(view, key, "HoldReleased", text, "Warning")
             return Admission(True, warnings=(text,))
-        if decision.kind == "handover" and not dry_run:
-            self._want(view, key)
+        if not dry_run:
+            self._stop_asked(view, key)
+            if decision.kind == "handover":
+                self._want(view, key)
         self._count(decision.kind)
         return Admission(
             False,
@@ -192,10 +222,67 @@ class Guard:
             ),
         )
 
+    def _let(self, view: GuardView, key: str) -> None:
+        """``key`` is let stop: it is no successor and serves no shard from now on."""
+        with self._lock:
+            self._held.pop(key, None)
+            self._asked_at.pop(key, None)
+            self._let_go[key] = (self._clock(), _uid(view, key))
+
+    def _health(self, view: GuardView) -> Mapping[str, MemberHealth]:
+        """The reading's health, with the pods let stop since (not yet read as deleted) not
+        serving."""
+        now = self._clock()
+        with self._lock:
+            for key, (at, uid) in list(self._let_go.items()):
+                if now - at >= LET_GO_S or key not in view.pods or _uid(view, key) != uid:
+                    del self._let_go[key]  # gone, replaced, or the stop never came
+            let_go = set(self._let_go)
+        if not let_go & set(view.health):
+            return view.health
+        health = dict(view.health)
+        for key in let_go & set(health):
+            health[key] = health[key]._replace(ready=False, in_sync=False)
+        return health
+
+    def _stop_asked(self, view: GuardView, key: str) -> None:
+        """Remember the refused stop, here and on the pod for the other replicas."""
+        now = self._clock()
+        with self._lock:
+            self._asked_at[key] = (now, _uid(view, key))
+        stamp = _stop_stamp(view, key)
+        if stamp is not None and time.time() - stamp < ASKED_STAMP_EVERY_S:
+            return
+        namespace, name = key.split("/", 1)
+        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            self.adapter.annotate_pod(namespace, name, {STOP_ASKED_ANNOTATION: value})
+        except Exception as exc:  # this replica still knows; the others ask the pod again
+            log.warning("guard: cannot annotate %s: %s", key, exc)
+
+    def _stops_asked(self, view: GuardView, *, but: str = "") -> set[str]:
+        """Pods whose stop was refused lately (by any replica) and that are still there, as
+        read: they are about to go."""
+        now = self._clock()
+        with self._lock:
+            mine = {
+                key
+                for key, (at, uid) in self._asked_at.items()
+                if now - at < ASKED_FRESH_S and key in view.pods and _uid(view, key) == uid
+            }
+        wall = time.time()
+        theirs = {
+            key
+            for key in view.pods
+            if (stamp := _stop_stamp(view, key)) is not None and wall - stamp < ASKED_FRESH_S
+        }
+        return (mine | theirs) - view.deleting - {but}
+
     def _asked(self, view: GuardView) -> set[str]:
         """Pods whose handover was asked for: by this replica, or by any (on the pod)."""
+        now = self._clock()
         with self._lock:
-            wanted = set(self._wanted)
+            wanted = {key for key, at in self._wanted.items() if now - at < WANTED_LOCAL_S}
         return wanted | {key for key in view.pods if _annotated(view, key)}
 
     def _handing_over(self, view: GuardView) -> set[str]:
@@ -205,9 +292,11 @@ class Guard:
 
     def _want(self, view: GuardView, key: str) -> None:
         """Record the handover on the pod for whichever replica leads, and wake this one's loop."""
+        now = self._clock()
         with self._lock:
-            fresh = key not in self._wanted
-            self._wanted.add(key)
+            fresh = now - self._wanted.get(key, -WANTED_LOCAL_S) >= WANTED_LOCAL_S
+            if fresh:
+                self._wanted[key] = now
         if fresh and not _annotated(view, key):
             namespace, name = key.split("/", 1)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -242,10 +331,18 @@ class Guard:
         for key in due:
             view = self.current(0.0) or view
             decision = judge_disruption(
-                view.snapshot, self.policy, key, view.health, view.going_pods() | {key}
+                view.snapshot,
+                self.policy,
+                key,
+                self._health(view),
+                view.going_pods() | {key},
+                asked=self._stops_asked(view, but=key),
             )
             if decision.kind == "handover":
                 done.append(self._hand_over(view, decision, "maintenance"))
+            elif decision.first is not None:  # its replica stops first: it must not wait on us
+                self._forget(view, key)
+                done.append(f"wait {key}: {decision.reason}")
             elif decision.kind == "wait":
                 self._event(view, key, "HandoverWaiting", decision.reason, "Warning")
                 done.append(f"wait {key}: {decision.reason}")
@@ -268,7 +365,7 @@ class Guard:
 
     def _forget(self, view: GuardView, key: str) -> None:
         with self._lock:
-            self._wanted.discard(key)
+            self._wanted.pop(key, None)
         if _annotated(view, key):
             namespace, name = key.split("/", 1)
             try:
@@ -427,13 +524,29 @@ class Guard:
             self.metrics.survival_broken.labels(level=verdict.level).set(1 if broken else 0)
 
 
+def _uid(view: GuardView, key: str) -> str:
+    return str((view.pods.get(key, {}).get("metadata") or {}).get("uid") or "")
+
+
+def _stop_stamp(view: GuardView, key: str) -> float | None:
+    """When the pod's stop was last refused, from its annotation (seconds since the epoch)."""
+    meta = view.pods.get(key, {}).get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(STOP_ASKED_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        return calendar.timegm(time.strptime(str(raw), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return None
+
+
 def _annotated(view: GuardView, key: str) -> bool:
     """The pod, as read, carries the handover request."""
     meta = view.pods.get(key, {}).get("metadata") or {}
     return HANDOVER_ANNOTATION in (meta.get("annotations") or {})
 
 
-__all__ = ["HANDOVER_ANNOTATION", "Admission", "Guard"]
+__all__ = ["HANDOVER_ANNOTATION", "STOP_ASKED_ANNOTATION", "Admission", "Guard"]
 
 
 def _why_skipped(view: GuardView, member: Member) -> str:
