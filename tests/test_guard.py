@@ -380,3 +380,24 @@ def test_a_pod_the_guard_may_not_read_costs_only_its_own_cluster() -> None:
         "list it among the namespaces that hold Redis)"
     ]
     assert {m.cluster for m in view.snapshot.members} == {"default/a", "team-b/b"}
+
+
+def test_a_stop_asked_on_the_pod_counts_while_it_is_fresh(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """Another replica of the guard refused the replica's stop: the mark on the pod keeps the
+    master from handing over to it, until the mark is a minute old (its asker gave up)."""
+    import time
+
+    h = redis_cluster
+    adapter, _ = _cluster(h)
+    fresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    adapter.annotate_pod("default", "s0-r", {STOP_ASKED_ANNOTATION: fresh})
+    waiting = _guard(h, adapter).admit("default", "s0-m", dry_run=True)
+    assert not waiting.allowed and "default/s0-r of shard default/cache/0 is to stop too" in (
+        waiting.message
+    )
+    old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 61))
+    adapter.annotate_pod("default", "s0-r", {STOP_ASKED_ANNOTATION: old})
+    handover = _guard(h, adapter).admit("default", "s0-m", dry_run=True)
+    assert not handover.allowed and "hand over to default/s0-r" in handover.message
