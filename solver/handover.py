@@ -115,16 +115,19 @@ def choose_successor(
     health: Mapping[str, MemberHealth],
     *,
     strict: bool = False,
+    unable: Collection[str] = (),
 ) -> Successor | None:
     """The serving replica of ``master``'s shard whose promotion leaves the most survivable
     placement, one outside ``going`` before one that will stop soon too (``strict``: never one
-    of those); ties go to the highest replication offset, then the pod name. None when no
-    replica of the shard is Ready and in sync."""
+    of those); ties go to the highest replication offset, then the pod name. Never one of
+    ``unable`` (Redis would not let it stand for election now). None when no replica of the
+    shard is Ready and in sync."""
     shard = snapshot.shards.get(master.shard_key, [])
     candidates = [
         m
         for m in shard
         if m.key != master.key
+        and m.key not in unable
         and not (strict and m.key in going)
         and m.role == Role.REPLICA
         and not m.pod.pending
@@ -168,6 +171,8 @@ def judge_disruption(
     going: Collection[str] = (),
     handing_over: Collection[str] = (),
     asked: Collection[str] = (),
+    cannot_stand: Mapping[str, str] | None = None,
+    no_votes: Mapping[str, str] | None = None,
 ) -> Disruption:
     """May ``pod`` stop now? ``going``: the other pods the same maintenance will stop (a
     cordoned node's, a zone's), so a successor is never chosen among them. ``handing_over``:
@@ -181,6 +186,11 @@ def judge_disruption(
     - a master hands its role over first; with no replica to take it, it waits;
     - a master whose best successor is itself asked to go waits for that replica to go and
       come back: handing the role to it would only hand it back when its stop comes;
+    - Redis's election timers (``placer.redis.elections``), each pod with why:
+      ``cannot_stand``, replicas that stood for election lately and may not stand again yet;
+      ``no_votes``, masters replaced lately, whose replicas the other masters do not vote for
+      yet. A master of ``no_votes``, or whose every serving replica cannot stand, waits,
+      serving, rather than have its writes paused until then;
     - a replica goes."""
     member = next((m for m in snapshot.members if m.key == pod), None)
     if member is None or member.pod.pending:
@@ -206,8 +216,16 @@ def judge_disruption(
             )
         return Disruption(pod, "allow", f"a replica of shard {key}; its master serves", shard=key)
     leaving = set(asked) - {pod}
-    successor = choose_successor(snapshot, policy, member, others_going | leaving, health)
+    if no_votes and pod in no_votes:
+        return Disruption(pod, "wait", f"shard {key}: {no_votes[pod]}", shard=key)
+    timers = cannot_stand or {}
+    successor = choose_successor(
+        snapshot, policy, member, others_going | leaving, health, unable=timers.keys()
+    )
     if successor is None:
+        later = [timers[m.key] for m in shard if m.key in timers and _serving(health, m.key)]
+        if later:
+            return Disruption(pod, "wait", f"shard {key}: {first_few(later, 2)}", shard=key)
         return Disruption(
             pod, "wait", f"no replica of shard {key} is Ready and in sync to take over", shard=key
         )

@@ -401,3 +401,40 @@ def test_a_stop_asked_on_the_pod_counts_while_it_is_fresh(
     adapter.annotate_pod("default", "s0-r", {STOP_ASKED_ANNOTATION: old})
     handover = _guard(h, adapter).admit("default", "s0-m", dry_run=True)
     assert not handover.allowed and "hand over to default/s0-r" in handover.message
+
+
+def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_lets_it(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """s0's role goes to s0-r, back to s0-m (the restore), and then s0-m's node is drained:
+    s0-r stood for election moments ago, and Redis would let it stand again only 4 x
+    cluster-node-timeout after (2 s here: 8 s), pausing s0-m's writes until then. The guard
+    waits instead, s0-m serving, and hands over once that time is past."""
+    from placer.redis.elections import node_timeout
+
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    assert node_timeout(h.endpoint(ip["s0-m"])) == 2.0  # the harness's, read by CONFIG GET
+    now = [1000.0]
+    guard = _guard(h, adapter, clock=lambda: now[0])
+    assert not guard.admit("default", "s0-m").allowed
+    assert "handed default/s0-m -> default/s0-r" in guard.step(leading=True)
+    h.wait_healthy()
+    now[0] += 5.0  # past the masters' 4 s before they vote about s0-m again
+    guard._view = None
+    master, successor = (
+        next(m for m in guard.current().snapshot.members if m.key == f"default/{name}")
+        for name in ("s0-r", "s0-m")
+    )
+    assert guard.fail_over(guard.current(), master, successor, "restore").startswith("handed")
+    h.wait_healthy()
+    now[0] += 1.0
+    guard._view = None
+    held = guard.admit("default", "s0-m", dry_run=True)
+    assert not held.allowed
+    assert "default/s0-r stood for election at" in held.message
+    assert "Redis lets it stand again 8s after (4 x cluster-node-timeout)" in held.message
+    now[0] += 8.0
+    guard._view = None
+    moving = guard.admit("default", "s0-m", dry_run=True)
+    assert not moving.allowed and "hand over to default/s0-r" in moving.message

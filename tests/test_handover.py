@@ -279,3 +279,31 @@ def test_a_master_hands_over_to_a_replica_that_stays_before_waiting_for_one_that
     )
     assert verdict.kind == "handover" and verdict.first is None
     assert verdict.successor is not None and verdict.successor.pod == "default/s0-1"
+
+
+def test_a_master_waits_while_redis_would_hold_its_only_successors_election() -> None:
+    """A replica that stood for election lately cannot stand again for 4 x cluster-node-timeout:
+    sent CLUSTER FAILOVER meanwhile, it pauses its master's writes until then. The master waits,
+    serving, and says why; a replica Redis lets stand is taken instead."""
+    snap = five_shards()
+    health = _healthy(snap)
+    why = "default/s1-1 stood for election at 10:00:00Z; Redis lets it stand again 20s after"
+    held = judge_disruption(
+        snap, Policy(), "default/s1-0", health, cannot_stand={"default/s1-1": why}
+    )
+    assert held.kind == "wait" and held.reason == f"shard default/cache/s1: {why}"
+    other = judge_disruption(
+        snap, Policy(), "default/s0-0", health, cannot_stand={"default/s0-2": why}
+    )
+    assert other.kind == "handover"
+    assert other.successor is not None and other.successor.pod == "default/s0-1"
+    replaced = "default/s0-0 was failed over at 10:00:00Z; Redis's masters vote about it again"
+    voted = judge_disruption(
+        snap, Policy(), "default/s0-0", health, no_votes={"default/s0-0": replaced}
+    )
+    assert voted.kind == "wait" and replaced in voted.reason
+    # a master replaced lately may itself take the role back: its replica's votes are free
+    back = judge_disruption(
+        snap, Policy(), "default/s1-0", health, no_votes={"default/s1-1": replaced}
+    )
+    assert back.kind == "handover"

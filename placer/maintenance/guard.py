@@ -33,6 +33,7 @@ from models.maintenance import going_reason
 from models.policy import Policy
 from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
+from placer.redis.elections import node_timeout, stands_again_after, votes_again_after
 from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
 from solver.handover import Disruption, MemberHealth, judge_disruption
 
@@ -112,6 +113,12 @@ class Guard:
         """Pods whose stop this replica refused: when last, and the pod's uid then."""
         self._let_go: dict[str, tuple[float, str]] = {}
         """Pods this replica let stop: when, and the pod's uid then."""
+        self._stood: dict[str, tuple[float, str]] = {}
+        """Pods that stood for election in one of our failovers: until when (this clock) Redis
+        lets them not stand again, and why (``placer.redis.elections``)."""
+        self._replaced: dict[str, tuple[float, str]] = {}
+        """Masters replaced in one of our failovers: until when the masters vote about them
+        not, and why."""
         self._wanted: dict[str, float] = {}
         """Handovers this replica asked for, and when: trusted alone only until the readings
         carry the request on the pod (the leader clears it there when it is done or dropped)."""
@@ -184,6 +191,7 @@ class Guard:
             going,
             self._handing_over(view),
             self._stops_asked(view, but=key),
+            *self._timers(),
         )
         now = self._clock()
         if decision.kind == "allow":
@@ -244,6 +252,36 @@ class Guard:
         for key in let_go & set(health):
             health[key] = health[key]._replace(ready=False, in_sync=False)
         return health
+
+    def _timers(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Redis's election timers after our failovers, still running: the pods that may not
+        stand for election yet, and the masters no one votes about yet, each with why."""
+        now = self._clock()
+        with self._lock:
+            out = []
+            for timers in (self._stood, self._replaced):
+                for key in [k for k, (until, _) in timers.items() if until <= now]:
+                    del timers[key]
+                out.append({key: why for key, (_, why) in timers.items()})
+        return out[0], out[1]
+
+    def _elected(self, master: Member, successor: Member, endpoint: RedisEndpoint) -> None:
+        """Remember Redis's election timers after a failover from ``master`` to ``successor``
+        (one that failed too: the successor may have stood)."""
+        seconds = node_timeout(endpoint)
+        now, at = self._clock(), time.strftime("%H:%M:%SZ", time.gmtime())
+        stand, vote = stands_again_after(seconds), votes_again_after(seconds)
+        with self._lock:
+            self._stood[successor.key] = (
+                now + stand,
+                f"{successor.key} stood for election at {at}; Redis lets it stand again "
+                f"{stand:g}s after (4 x cluster-node-timeout)",
+            )
+            self._replaced[master.key] = (
+                now + vote,
+                f"{master.key} was failed over at {at}; Redis's masters vote about it again "
+                f"{vote:g}s after (2 x cluster-node-timeout)",
+            )
 
     def _stop_asked(self, view: GuardView, key: str) -> None:
         """Remember the refused stop, here and on the pod for the other replicas."""
@@ -336,7 +374,9 @@ class Guard:
                 key,
                 self._health(view),
                 view.going_pods() | {key},
-                asked=self._stops_asked(view, but=key),
+                (),
+                self._stops_asked(view, but=key),
+                *self._timers(),
             )
             if decision.kind == "handover":
                 done.append(self._hand_over(view, decision, "maintenance"))
@@ -399,11 +439,13 @@ class Guard:
         try:
             self._failover(target, self.failover_timeout_s, old_master_endpoint=old)
         except RedisOpsError as exc:
+            self._elected(master, successor, target)
             self._tally(why, "failed")
             text = f"handing shard {master.shard_key} over to {successor.key} failed: {exc}"
             self._event(view, master.key, "HandoverFailed", text, "Warning")
             return f"failed {master.key}: {exc}"
         seconds = self._clock() - began
+        self._elected(master, successor, target)
         with self._lock:
             self._view = None  # roles changed: the next answer reads them again
         self._tally(why, "ok")
@@ -491,6 +533,11 @@ class Guard:
             successor = self._member(view, change["to"])
             if master.role != Role.MASTER:
                 continue  # Redis moved on since the solve
+            cannot_stand, no_votes = self._timers()
+            if successor.key in cannot_stand or master.key in no_votes:
+                why = cannot_stand.get(successor.key) or no_votes[master.key]
+                done.append(f"later {master.key}: {why}")
+                continue  # the next restore, once Redis lets it go quickly
             done.append(self.fail_over(view, master, successor, "restore"))
         return done
 

@@ -473,6 +473,25 @@ def info_replication(
     return _parse_info_text(text)
 
 
+def config_get(
+    endpoint: RedisEndpoint, name: str, timeout: float = DEFAULT_IO_TIMEOUT_S
+) -> str | None:
+    """One setting by ``CONFIG GET``; None when the server has no such setting."""
+    with _mapped_errors(endpoint, f"CONFIG GET {name}", timeout), _client(endpoint, timeout) as c:
+        c.set_response_callback("CONFIG GET", lambda r, **_: r)
+        reply = c.execute_command("CONFIG", "GET", name)
+    pairs = (
+        list(reply.items())
+        if isinstance(reply, dict)
+        else list(zip(reply[::2], reply[1::2], strict=False))
+    )
+    for key, value in pairs:
+        text = key.decode() if isinstance(key, bytes) else str(key)
+        if text == name:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
 def _myself(nodes: list[ClusterNodeInfo], endpoint: RedisEndpoint) -> ClusterNodeInfo:
     for node in nodes:
         if node.myself:
