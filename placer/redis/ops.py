@@ -524,8 +524,9 @@ def failover_to(
 
     The old master is reached at the address the cluster announces for it unless
     ``old_master_endpoint`` is given; it uses the target's credentials. Other nodes
-    learn the new roles by gossip within about a node-timeout; until they do (and
-    for 2 x node-timeout in any case) Redis refuses another failover of the same shard.
+    learn the new roles by gossip within about a node-timeout. Redis's election timers
+    (``placer.redis.elections``) then hold back another failover through the same nodes: the
+    target may not stand again for 4 x node-timeout, the old master gets no votes for 2 x.
     """
     started = time.monotonic()
     nodes = read_cluster_nodes(replica_endpoint, io_timeout_s)
