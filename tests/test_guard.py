@@ -422,11 +422,13 @@ def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_l
     h.wait_healthy()
     now[0] += 5.0  # past the masters' 4 s before they vote about s0-m again
     guard._view = None
+    view = guard.current()
+    assert view is not None
     master, successor = (
-        next(m for m in guard.current().snapshot.members if m.key == f"default/{name}")
+        next(m for m in view.snapshot.members if m.key == f"default/{name}")
         for name in ("s0-r", "s0-m")
     )
-    assert guard.fail_over(guard.current(), master, successor, "restore").startswith("handed")
+    assert guard.fail_over(view, master, successor, "restore").startswith("handed")
     h.wait_healthy()
     now[0] += 1.0
     guard._view = None
