@@ -58,6 +58,7 @@ class KubeSide:
         self.outcomes = outcomes or {}
         self.evicted: list[str] = []
         self.relabelled: list[tuple[str, str]] = []
+        self.stood: list[str] = []
 
     def evict(self, pod_key: str) -> EvictOutcome:
         self.evicted.append(pod_key)
@@ -69,11 +70,15 @@ class KubeSide:
     def relabel(self, pod_key: str, role: str) -> None:
         self.relabelled.append((pod_key, role))
 
+    def elected(self, step: FailoverStep) -> None:
+        self.stood.append(step.to_pod)
+
     def executor(self, **options: float | int | None) -> RebalanceExecutor:
         return RebalanceExecutor(
             evict=self.evict,
             shard_healthy_members=self.shard_healthy_members,
             relabel=self.relabel,
+            elected=self.elected,
             **options,  # type: ignore[arg-type]
         )
 
@@ -110,6 +115,7 @@ def test_promotes_two_replicas_without_losing_a_key(redis_cluster: RedisClusterH
 
     assert outcomes(report, "failover") == [(pod(r1), "ok"), (pod(r2), "ok")]
     assert report.ok and report.count("failover", "ok") == 2
+    assert kube.stood == [pod(r1), pod(r2)]  # Redis's election timers start: told, to mark them
     assert set(kube.relabelled) == {
         (pod(r1), "master"),
         (pod(m1), "replica"),
@@ -363,3 +369,67 @@ def test_max_failovers_defers_the_rest_without_touching_redis() -> None:
     # A move in a shard whose failover was deferred waits too; others go ahead.
     assert outcomes(report, "evict") == [("ns/m-0", "skipped"), ("ns/x-0", "ok")]
     assert report.ok
+
+
+def test_a_failover_redis_would_hold_back_is_skipped_untouched() -> None:
+    """A step whose replica stood for election lately (``held``): sent, CLUSTER FAILOVER would
+    pause its master's writes until Redis's timer ends. It is skipped with the reason, Redis
+    never contacted, and that shard's moves wait with it."""
+    dead = RedisEndpoint(host="127.0.0.9", port=1)
+    why = "Redis lets ns/r-0 stand for election again at 10:00:20Z"
+    steps = [
+        FailoverStep(
+            cluster=CLUSTER,
+            shard="0",
+            from_pod="ns/m-0",
+            to_pod="ns/r-0",
+            from_endpoint=dead,
+            to_endpoint=dead,
+            held=why,
+        )
+    ]
+    kube = KubeSide()
+    report = kube.executor(max_moves=5).run(steps, moves_for(("ns/m-0", f"{CLUSTER}/0")))
+    assert outcomes(report, "failover") == [("ns/r-0", "skipped")]
+    assert report.actions[0].reason == why
+    assert outcomes(report, "evict") == [("ns/m-0", "skipped")]
+    assert kube.stood == [] and report.ok
+
+
+def test_rebalance_reads_redis_s_election_timers_from_the_pods() -> None:
+    """The guard (or an earlier run) failed shard 0 over moments ago and marked its pods: this
+    run's failover there waits for the next run rather than pause the master's writes."""
+    import time
+
+    from models.policy import Policy
+    from placer.kube.fake import FakeKubeAdapter
+    from placer.rebalance.apply import apply_changes
+    from placer.redis.access import Dialer
+    from placer.redis.elections import marks
+    from tests.kube_dicts import node, redis_pod, snapshot
+
+    pods = [
+        redis_pod("s0-a", "cache", 0, "master", node="n1"),
+        redis_pod("s0-b", "cache", 0, "replica", node="n2"),
+    ]
+    for pod in pods:  # no Redis answers there: a failover sent would fail, not skip
+        pod["status"] = {"phase": "Running", "podIP": "127.0.0.9"}
+    stood, _ = marks(5.0, time.time())
+    pods[1]["metadata"]["annotations"] = {**pods[1]["metadata"].get("annotations", {}), **stood}
+    nodes = [node("n1", "za", "ra"), node("n2", "zb", "rb")]
+    snap = snapshot(nodes, pods, Policy())
+    report = apply_changes(
+        snap,
+        Policy(),
+        [{"kind": "failover", "from": "default/s0-a", "to": "default/s0-b"}],
+        adapter=FakeKubeAdapter(nodes=nodes, pods=pods),
+        dial=Dialer(port=1),
+        relabel=False,
+        role_values={},
+        max_failovers=None,
+        max_moves=0,
+        failover_timeout=1.0,
+    )
+    (action,) = report["actions"]
+    assert action["outcome"] == "skipped"
+    assert action["reason"].startswith("Redis lets default/s0-b stand for election again at ")

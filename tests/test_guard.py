@@ -409,16 +409,26 @@ def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_l
     """s0's role goes to s0-r, back to s0-m (the restore), and then s0-m's node is drained:
     s0-r stood for election moments ago, and Redis would let it stand again only 4 x
     cluster-node-timeout after (2 s here: 8 s), pausing s0-m's writes until then. The guard
-    waits instead, s0-m serving, and hands over once that time is past."""
-    from placer.redis.elections import node_timeout
+    waits instead, s0-m serving, and hands over once that time is past. The times are on the
+    pods too: another replica of the guard, or a new leader, knows them."""
+    import time
+
+    from placer.redis.elections import NO_ELECTION_UNTIL, NO_VOTES_UNTIL, node_timeout
 
     h = redis_cluster
     adapter, ip = _cluster(h)
     assert node_timeout(h.endpoint(ip["s0-m"])) == 2.0  # the harness's, read by CONFIG GET
-    now = [1000.0]
-    guard = _guard(h, adapter, clock=lambda: now[0])
+    now = [time.time()]
+
+    def guard_replica() -> Guard:
+        return _guard(h, adapter, clock=lambda: now[0], wall_clock=lambda: now[0])
+
+    guard = guard_replica()
     assert not guard.admit("default", "s0-m").allowed
     assert "handed default/s0-m -> default/s0-r" in guard.step(leading=True)
+    marked = adapter.pods[("default", "s0-r")]["metadata"]["annotations"]
+    assert NO_ELECTION_UNTIL in marked
+    assert NO_VOTES_UNTIL in adapter.pods[("default", "s0-m")]["metadata"]["annotations"]
     h.wait_healthy()
     now[0] += 5.0  # past the masters' 4 s before they vote about s0-m again
     guard._view = None
@@ -431,12 +441,14 @@ def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_l
     assert guard.fail_over(view, master, successor, "restore").startswith("handed")
     h.wait_healthy()
     now[0] += 1.0
-    guard._view = None
-    held = guard.admit("default", "s0-m", dry_run=True)
-    assert not held.allowed
-    assert "default/s0-r stood for election at" in held.message
-    assert "Redis lets it stand again 8s after (4 x cluster-node-timeout)" in held.message
+    for replica in (guard, guard_replica()):  # this replica remembers; another reads the pods
+        replica._view = None
+        held = replica.admit("default", "s0-m", dry_run=True)
+        assert not held.allowed
+        assert "Redis lets default/s0-r stand for election again at" in held.message
+        assert "(4 x cluster-node-timeout after it stood)" in held.message
     now[0] += 8.0
-    guard._view = None
-    moving = guard.admit("default", "s0-m", dry_run=True)
-    assert not moving.allowed and "hand over to default/s0-r" in moving.message
+    for replica in (guard, guard_replica()):
+        replica._view = None
+        moving = replica.admit("default", "s0-m", dry_run=True)
+        assert not moving.allowed and "hand over to default/s0-r" in moving.message

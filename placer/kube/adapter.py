@@ -164,6 +164,7 @@ COMPONENT_CALLS: dict[str, dict[str, Scope]] = {
         "get_pod": "redis",
         "evict_pod": "redis",
         "patch_pod_labels": "redis",  # the redis-role label follows a CLUSTER FAILOVER
+        "annotate_pod": "redis",  # Redis's election timers after a CLUSTER FAILOVER
         "record_event": "redis",
         "get_secret": "redis",  # the Redis password and TLS material the pods read
         "record_run_event": "namespace",  # the run's own Event, on its own pod
@@ -191,7 +192,7 @@ FLAG_CALLS: dict[tuple[str, str], dict[str, Scope]] = {
         "update_secret": "namespace",
         "patch_webhook_ca_bundle": "cluster",  # the CA in the guard's webhook configuration
         "get_secret": "redis",  # the Redis password and TLS material the pods read
-        "annotate_pod": "redis",  # redis-placer.io/handover-requested
+        "annotate_pod": "redis",  # handover-requested, stop-asked, Redis's election timers
     },
 }
 

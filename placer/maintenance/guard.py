@@ -33,7 +33,7 @@ from models.maintenance import going_reason
 from models.policy import Policy
 from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
-from placer.redis.elections import node_timeout, stands_again_after, votes_again_after
+from placer.redis import elections
 from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
 from solver.handover import Disruption, MemberHealth, judge_disruption
 
@@ -90,6 +90,7 @@ class Guard:
         objects: ObjectSource | None = None,
         failover: Failover = failover_to,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.adapter = adapter
         self.objects = objects
@@ -105,6 +106,8 @@ class Guard:
         self._read = read
         self._failover = failover
         self._clock = clock
+        self._wall = wall_clock
+        """Seconds since the epoch: what times written on the pods are read against."""
         self._lock = threading.Lock()
         self._reading = threading.Lock()
         self._view: GuardView | None = None
@@ -113,12 +116,13 @@ class Guard:
         """Pods whose stop this replica refused: when last, and the pod's uid then."""
         self._let_go: dict[str, tuple[float, str]] = {}
         """Pods this replica let stop: when, and the pod's uid then."""
-        self._stood: dict[str, tuple[float, str]] = {}
-        """Pods that stood for election in one of our failovers: until when (this clock) Redis
-        lets them not stand again, and why (``placer.redis.elections``)."""
-        self._replaced: dict[str, tuple[float, str]] = {}
-        """Masters replaced in one of our failovers: until when the masters vote about them
-        not, and why."""
+        self._stood: dict[str, tuple[float, float]] = {}
+        """Pods that stood for election in one of this replica's failovers: until when Redis
+        lets them not stand again, by this clock and by the wall's (``placer.redis.elections``;
+        the pods carry it too, for the others)."""
+        self._replaced: dict[str, tuple[float, float]] = {}
+        """Masters replaced in one of this replica's failovers: until when the masters vote
+        about them not, likewise."""
         self._wanted: dict[str, float] = {}
         """Handovers this replica asked for, and when: trusted alone only until the readings
         carry the request on the pod (the leader clears it there when it is done or dropped)."""
@@ -191,7 +195,7 @@ class Guard:
             going,
             self._handing_over(view),
             self._stops_asked(view, but=key),
-            *self._timers(),
+            *self._timers(view),
         )
         now = self._clock()
         if decision.kind == "allow":
@@ -253,35 +257,47 @@ class Guard:
             health[key] = health[key]._replace(ready=False, in_sync=False)
         return health
 
-    def _timers(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Redis's election timers after our failovers, still running: the pods that may not
-        stand for election yet, and the masters no one votes about yet, each with why."""
-        now = self._clock()
+    def _timers(self, view: GuardView) -> tuple[dict[str, str], dict[str, str]]:
+        """Redis's election timers still running after failovers of ours (this replica's, and
+        any redis-placer's, marked on the pods): the pods that may not stand for election yet,
+        and the masters no one votes about yet, each with why."""
+        now, wall = self._clock(), self._wall()
         with self._lock:
-            out = []
+            mine = []
             for timers in (self._stood, self._replaced):
                 for key in [k for k, (until, _) in timers.items() if until <= now]:
                     del timers[key]
-                out.append({key: why for key, (_, why) in timers.items()})
-        return out[0], out[1]
+                mine.append({key: at for key, (_, at) in timers.items()})
+        stand: dict[str, str] = {}
+        votes: dict[str, str] = {}
+        for key in {*view.pods, *mine[0], *mine[1]}:
+            marked = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
+            if key not in mine[0] and key not in mine[1] and not _timed(marked):
+                continue
+            if key in mine[0]:
+                marked = {**marked, **elections.marks_at(stand_until=mine[0][key])}
+            if key in mine[1]:
+                marked = {**marked, **elections.marks_at(votes_until=mine[1][key])}
+            if why := elections.cannot_stand(key, marked, wall):
+                stand[key] = why
+            if why := elections.no_votes(key, marked, wall):
+                votes[key] = why
+        return stand, votes
 
     def _elected(self, master: Member, successor: Member, endpoint: RedisEndpoint) -> None:
         """Remember Redis's election timers after a failover from ``master`` to ``successor``
-        (one that failed too: the successor may have stood)."""
-        seconds = node_timeout(endpoint)
-        now, at = self._clock(), time.strftime("%H:%M:%SZ", time.gmtime())
-        stand, vote = stands_again_after(seconds), votes_again_after(seconds)
+        (one that failed too: the successor may have stood), here and on both pods."""
+        seconds = elections.node_timeout(endpoint)
+        now, wall = self._clock(), self._wall()
+        stand, vote = elections.stands_again_after(seconds), elections.votes_again_after(seconds)
         with self._lock:
-            self._stood[successor.key] = (
-                now + stand,
-                f"{successor.key} stood for election at {at}; Redis lets it stand again "
-                f"{stand:g}s after (4 x cluster-node-timeout)",
-            )
-            self._replaced[master.key] = (
-                now + vote,
-                f"{master.key} was failed over at {at}; Redis's masters vote about it again "
-                f"{vote:g}s after (2 x cluster-node-timeout)",
-            )
+            self._stood[successor.key] = (now + stand, wall + stand)
+            self._replaced[master.key] = (now + vote, wall + vote)
+        for member, marks in zip((successor, master), elections.marks(seconds, wall), strict=True):
+            try:
+                self.adapter.annotate_pod(member.pod.namespace, member.pod.name, marks)
+            except Exception as exc:  # this replica still knows
+                log.warning("guard: cannot annotate %s: %s", member.key, exc)
 
     def _stop_asked(self, view: GuardView, key: str) -> None:
         """Remember the refused stop, here and on the pod for the other replicas."""
@@ -289,10 +305,10 @@ class Guard:
         with self._lock:
             self._asked_at[key] = (now, _uid(view, key))
         stamp = _stop_stamp(view, key)
-        if stamp is not None and time.time() - stamp < ASKED_STAMP_EVERY_S:
+        if stamp is not None and self._wall() - stamp < ASKED_STAMP_EVERY_S:
             return
         namespace, name = key.split("/", 1)
-        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
         try:
             self.adapter.annotate_pod(namespace, name, {STOP_ASKED_ANNOTATION: value})
         except Exception as exc:  # this replica still knows; the others ask the pod again
@@ -308,7 +324,7 @@ class Guard:
                 for key, (at, uid) in self._asked_at.items()
                 if now - at < ASKED_FRESH_S and key in view.pods and _uid(view, key) == uid
             }
-        wall = time.time()
+        wall = self._wall()
         theirs = {
             key
             for key in view.pods
@@ -337,7 +353,7 @@ class Guard:
                 self._wanted[key] = now
         if fresh and not _annotated(view, key):
             namespace, name = key.split("/", 1)
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
             try:
                 self.adapter.annotate_pod(namespace, name, {HANDOVER_ANNOTATION: stamp})
             except Exception as exc:  # the leader still sees it when this replica leads
@@ -376,7 +392,7 @@ class Guard:
                 view.going_pods() | {key},
                 (),
                 self._stops_asked(view, but=key),
-                *self._timers(),
+                *self._timers(view),
             )
             if decision.kind == "handover":
                 done.append(self._hand_over(view, decision, "maintenance"))
@@ -533,7 +549,7 @@ class Guard:
             successor = self._member(view, change["to"])
             if master.role != Role.MASTER:
                 continue  # Redis moved on since the solve
-            cannot_stand, no_votes = self._timers()
+            cannot_stand, no_votes = self._timers(view)
             if successor.key in cannot_stand or master.key in no_votes:
                 why = cannot_stand.get(successor.key) or no_votes[master.key]
                 done.append(f"later {master.key}: {why}")
@@ -569,6 +585,10 @@ class Guard:
         for verdict in survival_verdicts(view.snapshot, self.policy, keep_plan(view.snapshot)):
             broken = verdict.judged and not verdict.survived
             self.metrics.survival_broken.labels(level=verdict.level).set(1 if broken else 0)
+
+
+def _timed(annotations: Mapping[str, str]) -> bool:
+    return elections.NO_ELECTION_UNTIL in annotations or elections.NO_VOTES_UNTIL in annotations
 
 
 def _uid(view: GuardView, key: str) -> str:

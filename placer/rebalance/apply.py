@@ -8,6 +8,7 @@ binder reads follow Redis, in the values the deployment already uses.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ def apply_changes(
         MoveStep,
         RebalanceExecutor,
     )
+    from placer.redis import elections
     from placer.redis.ops import RedisEndpoint
 
     pods = {m.key: m for m in snapshot.members}
@@ -57,6 +59,14 @@ def apply_changes(
             raise click.ClickException(f"pod {pod_key} has no pod IP: cannot reach its Redis")
         return found
 
+    now = time.time()
+
+    def held(master: str, successor: str) -> str:
+        """Why Redis's election timers, as the pods carry them, would hold the failover back."""
+        return elections.cannot_stand(
+            successor, pods[successor].pod.annotations, now
+        ) or elections.no_votes(master, pods[master].pod.annotations, now)
+
     failovers = [
         FailoverStep(
             cluster=pods[c["from"]].cluster,
@@ -65,10 +75,21 @@ def apply_changes(
             to_pod=c["to"],
             to_endpoint=endpoint(c["to"]),
             from_endpoint=endpoint(c["from"]),
+            held=held(c["from"], c["to"]),
         )
         for c in changes
         if c["kind"] == "failover"
     ]
+
+    def elected(step: FailoverStep) -> None:
+        """Mark Redis's election timers on both pods, for the guard and the next run."""
+        seconds = elections.node_timeout(step.to_endpoint)
+        for key, marks in zip(
+            (step.to_pod, step.from_pod), elections.marks(seconds, time.time()), strict=True
+        ):
+            ns, name = key.split("/", 1)
+            adapter.annotate_pod(ns, name, marks)
+
     moves = [
         MoveStep(pod=c["pod"], shard_key=c["shard"], node_from=c["from"], node_to=c["to"])
         for c in changes
@@ -112,6 +133,7 @@ def apply_changes(
         evict=evict,
         shard_healthy_members=healthy,
         relabel=relabel_fn,
+        elected=elected,
         max_failovers=max_failovers,
         max_moves=max_moves,
         failover_timeout_s=failover_timeout,

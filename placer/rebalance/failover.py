@@ -63,6 +63,9 @@ class FailoverStep(_Frozen):
     to_pod: str
     to_endpoint: RedisEndpoint
     from_endpoint: RedisEndpoint
+    held: str = ""
+    """Why Redis's election timers would hold it back now (``placer.redis.elections``): then
+    it is skipped, not sent (sent, it would pause the master's writes until the timer ends)."""
 
     @property
     def shard_key(self) -> str:
@@ -142,6 +145,8 @@ class RebalanceExecutor:
     evict: Callable[[str], EvictOutcome]
     shard_healthy_members: Callable[[str], int]
     relabel: Callable[[str, str], None] | None = None
+    elected: Callable[[FailoverStep], None] | None = None
+    """Told of each failover sent (performed or failed): Redis's election timers start."""
     max_failovers: int | None = None
     max_moves: int = 1
     failover_timeout_s: float = 30.0
@@ -172,6 +177,10 @@ class RebalanceExecutor:
             for step in shard_steps:
                 if shard_key in blocked:
                     self._record(report, _failover_action(step, "skipped", blocked[shard_key]))
+                    continue
+                if step.held:
+                    blocked[shard_key] = "its failover waits for Redis's election timers"
+                    self._record(report, _failover_action(step, "skipped", step.held))
                     continue
                 if self.max_failovers is not None and attempted >= self.max_failovers:
                     why = f"max-failovers limit ({self.max_failovers}) reached"
@@ -207,10 +216,21 @@ class RebalanceExecutor:
                 except Exception as exc:
                     blocked[shard_key] = "an earlier failover step of this shard failed"
                     self._record(report, _failover_action(step, "failed", _describe(exc), t0))
+                    self._tell_elected(step)
                     continue
+                if result.performed:
+                    self._tell_elected(step)
                 why = "promoted" if result.performed else "already master"
                 self._record(report, _failover_action(step, "ok", why, t0))
                 self._relabel_pair(step, report)
+
+    def _tell_elected(self, step: FailoverStep) -> None:
+        if self.elected is None:
+            return
+        try:
+            self.elected(step)
+        except Exception as exc:  # the timers are advice; the failover is done
+            log.warning("after the failover of %s: %s", step.shard_key, _describe(exc))
 
     def _verify(self, step: FailoverStep) -> _Verdict:
         """Check the step still matches the cluster, from the target's own view."""

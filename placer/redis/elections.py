@@ -12,11 +12,23 @@ waits for it while the master serves, instead of pausing writes for seconds (3.1
 
 from __future__ import annotations
 
+import calendar
 import logging
+import math
+import time
+from collections.abc import Mapping
 
 from placer.redis.ops import RedisEndpoint, RedisOpsError, config_get
 
 log = logging.getLogger(__name__)
+
+NO_ELECTION_UNTIL = "redis-placer.io/no-election-until"
+"""On a pod that stood for election in a failover of redis-placer's (the guard's, a rebalance's):
+until when (UTC) Redis lets it not stand again. Whoever fails over next reads it: another
+replica of the guard, a leader after a handoff, the rebalance CronJob."""
+NO_VOTES_UNTIL = "redis-placer.io/no-votes-until"
+"""On a master replaced in such a failover: until when (UTC) the masters vote about it not."""
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
 REDIS_DEFAULT_NODE_TIMEOUT_S = 15.0
 """Redis's own default, assumed when the setting cannot be read (``CONFIG`` renamed away)."""
@@ -46,8 +58,76 @@ def node_timeout(endpoint: RedisEndpoint, timeout_s: float = 1.0) -> float:
         return REDIS_DEFAULT_NODE_TIMEOUT_S
 
 
+def marks(node_timeout_s: float, now: float) -> tuple[dict[str, str], dict[str, str]]:
+    """The annotations after a failover ended at ``now`` (seconds since the epoch): the pod that
+    stood's, and the replaced master's."""
+    stand = now + stands_again_after(node_timeout_s)
+    vote = now + votes_again_after(node_timeout_s)
+    return marks_at(stand_until=stand), marks_at(votes_until=vote)
+
+
+def marks_at(
+    *, stand_until: float | None = None, votes_until: float | None = None
+) -> dict[str, str]:
+    """The annotations for timers that end at these times (seconds since the epoch)."""
+    out = {}
+    if stand_until is not None:
+        out[NO_ELECTION_UNTIL] = _stamp(stand_until)
+    if votes_until is not None:
+        out[NO_VOTES_UNTIL] = _stamp(votes_until)
+    return out
+
+
+def cannot_stand(pod: str, annotations: Mapping[str, str], now: float) -> str:
+    """Why Redis would not let ``pod`` stand for election at ``now``, by its mark; "" if it
+    would."""
+    until = _read(annotations, NO_ELECTION_UNTIL)
+    if until is None or until <= now:
+        return ""
+    return (
+        f"Redis lets {pod} stand for election again at {_clock(until)} (4 x "
+        "cluster-node-timeout after it stood)"
+    )
+
+
+def no_votes(pod: str, annotations: Mapping[str, str], now: float) -> str:
+    """Why the masters would not vote about master ``pod`` at ``now``, by its mark; "" if they
+    would."""
+    until = _read(annotations, NO_VOTES_UNTIL)
+    if until is None or until <= now:
+        return ""
+    return (
+        f"Redis's masters vote about {pod} again at {_clock(until)} (2 x cluster-node-timeout "
+        "after it was failed over)"
+    )
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime(_STAMP, time.gmtime(math.ceil(epoch)))
+
+
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _read(annotations: Mapping[str, str], name: str) -> float | None:
+    raw = annotations.get(name)
+    if not raw:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(str(raw), _STAMP)))
+    except ValueError:
+        return None
+
+
 __all__ = [
+    "NO_ELECTION_UNTIL",
+    "NO_VOTES_UNTIL",
     "REDIS_DEFAULT_NODE_TIMEOUT_S",
+    "cannot_stand",
+    "marks",
+    "marks_at",
+    "no_votes",
     "node_timeout",
     "stands_again_after",
     "votes_again_after",
