@@ -452,3 +452,62 @@ def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_l
         replica._view = None
         moving = replica.admit("default", "s0-m", dry_run=True)
         assert not moving.allowed and "hand over to default/s0-r" in moving.message
+
+
+def test_no_member_of_a_shard_goes_while_the_guard_fails_it_over(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """A drain began while the restore was failing s0 over to s0-r: the reading the answer
+    would come from shows s0-r a replica still, and letting it go would leave s0 to a master
+    that is not one any more. Any member of s0 waits until the failover is over."""
+    from placer.redis.ops import FailoverResult, failover_to
+
+    h = redis_cluster
+    adapter, _ = _cluster(h)
+    answers: list[Admission] = []
+
+    def failover(*args: Any, **kwargs: Any) -> FailoverResult:
+        answers.append(guard.admit("default", "s0-r"))  # the drain's eviction, meanwhile
+        answers.append(guard.admit("default", "s0-m"))
+        return failover_to(*args, **kwargs)
+
+    guard = _guard(h, adapter, failover=failover)
+    view = guard.current()
+    assert view is not None
+    master, successor = (
+        next(m for m in view.snapshot.members if m.key == f"default/{name}")
+        for name in ("s0-m", "s0-r")
+    )
+    assert guard.admit("default", "s0-r").allowed  # before: a replica whose master serves
+    guard._let_go.clear()  # (that answer let nothing stop)
+    assert guard.fail_over(view, master, successor, "restore").startswith("handed")
+    assert [a.allowed for a in answers] == [False, False]
+    assert all("shard default/cache/0 is failing over" in a.message for a in answers)
+    h.wait_healthy()
+    assert not guard.admit("default", "s0-r").allowed  # after: the master, to hand over
+
+
+def test_a_hold_counts_from_the_requests_of_this_disruption_only(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """A dry run, or a drain given up long ago, starts no hold: a real eviction of that master
+    later is held for its handover, not let through as "held too long" at once (the e2e's own
+    dry-run probe of the webhook did that to its guard-killed drain, 2 minutes later)."""
+    from placer.maintenance.guard import HOLD_FORGOTTEN_S
+
+    h = redis_cluster
+    adapter, _ = _cluster(h)
+    now = [1000.0]
+    guard = _guard(h, adapter, max_hold_s=30.0, clock=lambda: now[0])
+    assert not guard.admit("default", "s0-m", dry_run=True).allowed
+    now[0] += 31.0
+    guard._view = None
+    answer = guard.admit("default", "s0-m")
+    assert not answer.allowed and "held 0s" in answer.message
+    now[0] += HOLD_FORGOTTEN_S + 1.0  # given up: then a new drain
+    guard._view = None
+    again = guard.admit("default", "s0-m")
+    assert not again.allowed and "held 0s" in again.message
+    now[0] += 31.0  # its retries: the bound holds from there
+    guard._view = None
+    assert guard.admit("default", "s0-m").allowed

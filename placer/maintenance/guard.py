@@ -48,6 +48,10 @@ DEFAULT_MAX_HOLD_S = 120.0
 DEFAULT_REFRESH_S = 2.0
 ADMIT_MAX_AGE_S = 1.0
 RESTORE_EVERY_S = 30.0
+HOLD_FORGOTTEN_S = 600.0
+"""Silence after which a refused pod's hold is forgotten. Every retrier seen holds on well
+inside it (kubectl drain every 5 s; the StatefulSet controller at once on its pods' changes,
+and its backoff passes a minute only after the longest hold has let the pod go)."""
 WANTED_LOCAL_S = 5.0
 ASKED_FRESH_S = 60.0
 """A refused stop counts as still wanted this long after it was last asked for (drains retry
@@ -111,11 +115,17 @@ class Guard:
         self._lock = threading.Lock()
         self._reading = threading.Lock()
         self._view: GuardView | None = None
-        self._held: dict[str, float] = {}
+        self._held: dict[str, tuple[float, float]] = {}
+        """Pods refused (dry runs aside), by when their hold began and when they were last
+        refused. A request after ``HOLD_FORGOTTEN_S`` of silence starts a new hold: a pod refused
+        long ago (a drain given up) is not let through unchecked as "held too long"."""
         self._asked_at: dict[str, tuple[float, str]] = {}
         """Pods whose stop this replica refused: when last, and the pod's uid then."""
         self._let_go: dict[str, tuple[float, str]] = {}
         """Pods this replica let stop: when, and the pod's uid then."""
+        self._failing_over: dict[str, str] = {}
+        """Shards whose failover this replica has under way (``master -> successor``): a reading
+        from before it holds the old roles, so no member of theirs is let stop meanwhile."""
         self._stood: dict[str, tuple[float, float]] = {}
         """Pods that stood for election in one of this replica's failovers: until when Redis
         lets them not stand again, by this clock and by the wall's (``placer.redis.elections``;
@@ -186,6 +196,15 @@ class Guard:
                 return Admission(True, warnings=(text,))
         if member is None or key in view.deleting:
             return Admission(True)
+        with self._lock:
+            under_way = self._failing_over.get(member.shard_key)
+        if under_way is not None:
+            return self._refuse(
+                view,
+                key,
+                Disruption(key, "wait", f"shard {member.shard_key} is failing over ({under_way})"),
+                dry_run,
+            )
         going = view.going_pods() | {key}
         decision = judge_disruption(
             view.snapshot,
@@ -197,7 +216,6 @@ class Guard:
             self._stops_asked(view, but=key),
             *self._timers(view),
         )
-        now = self._clock()
         if decision.kind == "allow":
             with self._lock:
                 self._held.pop(key, None)
@@ -205,9 +223,18 @@ class Guard:
                 self._let(view, key)
             self._count("allow")
             return Admission(True, message=decision.reason)
+        return self._refuse(view, key, decision, dry_run)
+
+    def _refuse(self, view: GuardView, key: str, decision: Disruption, dry_run: bool) -> Admission:
+        """HTTP 429 for ``decision``, unless ``key`` was held its longest already."""
+        now = self._clock()
         with self._lock:
-            first = self._held.setdefault(key, now)
-        held = now - first
+            began, last = self._held.get(key, (now, now))
+            if now - last > HOLD_FORGOTTEN_S:
+                began = now
+            if not dry_run:
+                self._held[key] = (began, now)
+        held = now - began
         if held >= self.max_hold_s:
             with self._lock:
                 self._held.pop(key, None)
@@ -452,18 +479,20 @@ class Guard:
                 f"failed {master.key}: {successor.key} cannot be reached (no pod IP or credentials)"
             )
         began = self._clock()
+        with self._lock:
+            self._failing_over[master.shard_key] = f"{master.key} -> {successor.key}"
         try:
             self._failover(target, self.failover_timeout_s, old_master_endpoint=old)
         except RedisOpsError as exc:
             self._elected(master, successor, target)
+            self._settled(master.shard_key)
             self._tally(why, "failed")
             text = f"handing shard {master.shard_key} over to {successor.key} failed: {exc}"
             self._event(view, master.key, "HandoverFailed", text, "Warning")
             return f"failed {master.key}: {exc}"
         seconds = self._clock() - began
         self._elected(master, successor, target)
-        with self._lock:
-            self._view = None  # roles changed: the next answer reads them again
+        self._settled(master.shard_key)
         self._tally(why, "ok")
         self._relabel_pair(view, master, successor)
         node = view.snapshot.node_by_name.get(master.pod.node_name or "")
@@ -477,6 +506,12 @@ class Guard:
         log.info("guard: %s", text)
         self.wake.set()
         return f"handed {master.key} -> {successor.key}"
+
+    def _settled(self, shard: str) -> None:
+        """The failover of ``shard`` is over: roles changed, the next answer reads them again."""
+        with self._lock:
+            self._failing_over.pop(shard, None)
+            self._view = None
 
     def _tally(self, why: str, outcome: str) -> None:
         if self.metrics is not None:

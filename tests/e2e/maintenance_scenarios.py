@@ -625,7 +625,18 @@ class Run:
             held_before_kill=result.refusals,
         )
         self._uncordon_all()
+        self.webhook_answers()  # the next scenario starts with the guard back, as a user's would
         return outcome
+
+    def webhook_answers(self) -> None:
+        """Until the API server asks the (restarted) guard again: a master's dry-run eviction is
+        refused by it."""
+        master = next(
+            k
+            for k, p in self.runtime.pods.items()
+            if p.alive() and self.runtime.client(p.ip).info("replication").get("role") == "master"
+        )
+        _wait_webhook(self.api, self.namespace, master.split("/", 1)[1])
 
     def drainer_refused(self, node: str) -> bool:
         """The cordon is on and the guard holds (the node's master is being handed over)."""
