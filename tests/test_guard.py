@@ -434,10 +434,7 @@ def test_a_pod_that_just_stood_for_election_is_handed_the_role_only_once_redis_l
     guard._view = None
     view = guard.current()
     assert view is not None
-    master, successor = (
-        next(m for m in view.snapshot.members if m.key == f"default/{name}")
-        for name in ("s0-r", "s0-m")
-    )
+    master, successor = (guard._member(view, f"default/{name}") for name in ("s0-r", "s0-m"))
     assert guard.fail_over(view, master, successor, "restore").startswith("handed")
     h.wait_healthy()
     now[0] += 1.0
@@ -474,10 +471,7 @@ def test_no_member_of_a_shard_goes_while_the_guard_fails_it_over(
     guard = _guard(h, adapter, failover=failover)
     view = guard.current()
     assert view is not None
-    master, successor = (
-        next(m for m in view.snapshot.members if m.key == f"default/{name}")
-        for name in ("s0-m", "s0-r")
-    )
+    master, successor = (guard._member(view, f"default/{name}") for name in ("s0-m", "s0-r"))
     assert guard.admit("default", "s0-r").allowed  # before: a replica whose master serves
     guard._let_go.clear()  # (that answer let nothing stop)
     assert guard.fail_over(view, master, successor, "restore").startswith("handed")

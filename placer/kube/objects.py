@@ -4,8 +4,10 @@ Kept free of I/O so the exact shapes (what a gated pod accepts, what a Binding c
 tested once and the fake adapter cannot drift from the real one.
 """
 
+import calendar
 import json
 import re
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +15,23 @@ from typing import Any
 NODE_NAME_FIELD = "metadata.name"
 EVENT_MESSAGE_LIMIT = 1024
 _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]+)"')
+_UTC_STAMP = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def utc_stamp(epoch: float) -> str:
+    """Seconds since the epoch as Kubernetes writes a time (RFC 3339, UTC, whole seconds)."""
+    return time.strftime(_UTC_STAMP, time.gmtime(epoch))
+
+
+def read_utc_stamp(raw: object) -> float | None:
+    """A time written by ``utc_stamp`` (an annotation's), in seconds since the epoch; None when
+    missing or not one."""
+    if not raw:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(str(raw), _UTC_STAMP)))
+    except ValueError:
+        return None
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -180,7 +199,7 @@ def build_event(
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name", ""))
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (now or datetime.now(UTC)).strftime(_UTC_STAMP)
     involved: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",

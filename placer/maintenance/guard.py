@@ -20,7 +20,6 @@ Three jobs, kept apart as controller-runtime keeps watching, deciding and acting
 
 from __future__ import annotations
 
-import calendar
 import logging
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any
 from models.cluster import Member, Role
 from models.maintenance import going_reason
 from models.policy import Policy
+from placer.kube.objects import read_utc_stamp, utc_stamp
 from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
 from placer.redis import elections
@@ -126,11 +126,11 @@ class Guard:
         self._failing_over: dict[str, str] = {}
         """Shards whose failover this replica has under way (``master -> successor``): a reading
         from before it holds the old roles, so no member of theirs is let stop meanwhile."""
-        self._stood: dict[str, tuple[float, float]] = {}
-        """Pods that stood for election in one of this replica's failovers: until when Redis
-        lets them not stand again, by this clock and by the wall's (``placer.redis.elections``;
-        the pods carry it too, for the others)."""
-        self._replaced: dict[str, tuple[float, float]] = {}
+        self._stood: dict[str, float] = {}
+        """Pods that stood for election in one of this replica's failovers: until when (the
+        wall's clock) Redis lets them not stand again (``placer.redis.elections``; the pods
+        carry it too, for the others, unless that write failed)."""
+        self._replaced: dict[str, float] = {}
         """Masters replaced in one of this replica's failovers: until when the masters vote
         about them not, likewise."""
         self._wanted: dict[str, float] = {}
@@ -288,43 +288,31 @@ class Guard:
         """Redis's election timers still running after failovers of ours (this replica's, and
         any redis-placer's, marked on the pods): the pods that may not stand for election yet,
         and the masters no one votes about yet, each with why."""
-        now, wall = self._clock(), self._wall()
+        wall = self._wall()
         with self._lock:
-            mine = []
             for timers in (self._stood, self._replaced):
-                for key in [k for k, (until, _) in timers.items() if until <= now]:
+                for key in [k for k, until in timers.items() if until <= wall]:
                     del timers[key]
-                mine.append({key: at for key, (_, at) in timers.items()})
+            stood, replaced = dict(self._stood), dict(self._replaced)
         stand: dict[str, str] = {}
         votes: dict[str, str] = {}
-        for key in {*view.pods, *mine[0], *mine[1]}:
+        for key in {*view.pods, *stood, *replaced}:
             marked = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
-            if key not in mine[0] and key not in mine[1] and not _timed(marked):
-                continue
-            if key in mine[0]:
-                marked = {**marked, **elections.marks_at(stand_until=mine[0][key])}
-            if key in mine[1]:
-                marked = {**marked, **elections.marks_at(votes_until=mine[1][key])}
-            if why := elections.cannot_stand(key, marked, wall):
+            if why := elections.cannot_stand(key, marked, wall, also=stood.get(key)):
                 stand[key] = why
-            if why := elections.no_votes(key, marked, wall):
+            if why := elections.no_votes(key, marked, wall, also=replaced.get(key)):
                 votes[key] = why
         return stand, votes
 
     def _elected(self, master: Member, successor: Member, endpoint: RedisEndpoint) -> None:
         """Remember Redis's election timers after a failover from ``master`` to ``successor``
         (one that failed too: the successor may have stood), here and on both pods."""
-        seconds = elections.node_timeout(endpoint)
-        now, wall = self._clock(), self._wall()
-        stand, vote = elections.stands_again_after(seconds), elections.votes_again_after(seconds)
+        stand, vote = elections.mark_failover(
+            self.adapter.annotate_pod, successor.key, master.key, endpoint, self._wall()
+        )
         with self._lock:
-            self._stood[successor.key] = (now + stand, wall + stand)
-            self._replaced[master.key] = (now + vote, wall + vote)
-        for member, marks in zip((successor, master), elections.marks(seconds, wall), strict=True):
-            try:
-                self.adapter.annotate_pod(member.pod.namespace, member.pod.name, marks)
-            except Exception as exc:  # this replica still knows
-                log.warning("guard: cannot annotate %s: %s", member.key, exc)
+            self._stood[successor.key] = stand
+            self._replaced[master.key] = vote
 
     def _stop_asked(self, view: GuardView, key: str) -> None:
         """Remember the refused stop, here and on the pod for the other replicas."""
@@ -335,9 +323,10 @@ class Guard:
         if stamp is not None and self._wall() - stamp < ASKED_STAMP_EVERY_S:
             return
         namespace, name = key.split("/", 1)
-        value = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
         try:
-            self.adapter.annotate_pod(namespace, name, {STOP_ASKED_ANNOTATION: value})
+            self.adapter.annotate_pod(
+                namespace, name, {STOP_ASKED_ANNOTATION: utc_stamp(self._wall())}
+            )
         except Exception as exc:  # this replica still knows; the others ask the pod again
             log.warning("guard: cannot annotate %s: %s", key, exc)
 
@@ -380,9 +369,10 @@ class Guard:
                 self._wanted[key] = now
         if fresh and not _annotated(view, key):
             namespace, name = key.split("/", 1)
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._wall()))
             try:
-                self.adapter.annotate_pod(namespace, name, {HANDOVER_ANNOTATION: stamp})
+                self.adapter.annotate_pod(
+                    namespace, name, {HANDOVER_ANNOTATION: utc_stamp(self._wall())}
+                )
             except Exception as exc:  # the leader still sees it when this replica leads
                 log.warning("guard: cannot annotate %s: %s", key, exc)
         self.wake.set()
@@ -622,10 +612,6 @@ class Guard:
             self.metrics.survival_broken.labels(level=verdict.level).set(1 if broken else 0)
 
 
-def _timed(annotations: Mapping[str, str]) -> bool:
-    return elections.NO_ELECTION_UNTIL in annotations or elections.NO_VOTES_UNTIL in annotations
-
-
 def _uid(view: GuardView, key: str) -> str:
     return str((view.pods.get(key, {}).get("metadata") or {}).get("uid") or "")
 
@@ -633,13 +619,7 @@ def _uid(view: GuardView, key: str) -> str:
 def _stop_stamp(view: GuardView, key: str) -> float | None:
     """When the pod's stop was last refused, from its annotation (seconds since the epoch)."""
     meta = view.pods.get(key, {}).get("metadata") or {}
-    raw = (meta.get("annotations") or {}).get(STOP_ASKED_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        return calendar.timegm(time.strptime(str(raw), "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return None
+    return read_utc_stamp((meta.get("annotations") or {}).get(STOP_ASKED_ANNOTATION))
 
 
 def _annotated(view: GuardView, key: str) -> bool:

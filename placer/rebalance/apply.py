@@ -83,12 +83,9 @@ def apply_changes(
 
     def elected(step: FailoverStep) -> None:
         """Mark Redis's election timers on both pods, for the guard and the next run."""
-        seconds = elections.node_timeout(step.to_endpoint)
-        for key, marks in zip(
-            (step.to_pod, step.from_pod), elections.marks(seconds, time.time()), strict=True
-        ):
-            ns, name = key.split("/", 1)
-            adapter.annotate_pod(ns, name, marks)
+        elections.mark_failover(
+            adapter.annotate_pod, step.to_pod, step.from_pod, step.to_endpoint, time.time()
+        )
 
     moves = [
         MoveStep(pod=c["pod"], shard_key=c["shard"], node_from=c["from"], node_to=c["to"])

@@ -12,12 +12,13 @@ waits for it while the master serves, instead of pausing writes for seconds (3.1
 
 from __future__ import annotations
 
-import calendar
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from placer.kube.objects import read_utc_stamp, utc_stamp
 from placer.redis.ops import RedisEndpoint, RedisOpsError, config_get
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,6 @@ until when (UTC) Redis lets it not stand again. Whoever fails over next reads it
 replica of the guard, a leader after a handoff, the rebalance CronJob."""
 NO_VOTES_UNTIL = "redis-placer.io/no-votes-until"
 """On a master replaced in such a failover: until when (UTC) the masters vote about it not."""
-_STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
 REDIS_DEFAULT_NODE_TIMEOUT_S = 15.0
 """Redis's own default, assumed when the setting cannot be read (``CONFIG`` renamed away)."""
@@ -63,26 +63,40 @@ def marks(node_timeout_s: float, now: float) -> tuple[dict[str, str], dict[str, 
     stood's, and the replaced master's."""
     stand = now + stands_again_after(node_timeout_s)
     vote = now + votes_again_after(node_timeout_s)
-    return marks_at(stand_until=stand), marks_at(votes_until=vote)
+    return {NO_ELECTION_UNTIL: _stamp(stand)}, {NO_VOTES_UNTIL: _stamp(vote)}
 
 
-def marks_at(
-    *, stand_until: float | None = None, votes_until: float | None = None
-) -> dict[str, str]:
-    """The annotations for timers that end at these times (seconds since the epoch)."""
-    out = {}
-    if stand_until is not None:
-        out[NO_ELECTION_UNTIL] = _stamp(stand_until)
-    if votes_until is not None:
-        out[NO_VOTES_UNTIL] = _stamp(votes_until)
-    return out
+def mark_failover(
+    annotate: Callable[[str, str, Mapping[str, str]], Any],
+    stood: str,
+    replaced: str,
+    endpoint: RedisEndpoint,
+    now: float,
+) -> tuple[float, float]:
+    """After a failover to pod ``stood`` (``namespace/name``) from ``replaced``, ended at
+    ``now``: both timers written on the two pods by ``annotate(namespace, name, annotations)``
+    (a write that fails is logged: the caller still knows), and when each ends."""
+    seconds = node_timeout(endpoint)
+    for key, mark in zip((stood, replaced), marks(seconds, now), strict=True):
+        namespace, name = key.split("/", 1)
+        try:
+            result = annotate(namespace, name, mark)
+            why = "" if getattr(result, "ok", True) else str(getattr(result, "message", result))
+        except Exception as exc:
+            why = str(exc)
+        if why:
+            log.warning("cannot mark Redis's election timer on %s: %s", key, why)
+    return now + stands_again_after(seconds), now + votes_again_after(seconds)
 
 
-def cannot_stand(pod: str, annotations: Mapping[str, str], now: float) -> str:
-    """Why Redis would not let ``pod`` stand for election at ``now``, by its mark; "" if it
+def cannot_stand(
+    pod: str, annotations: Mapping[str, str], now: float, also: float | None = None
+) -> str:
+    """Why Redis would not let ``pod`` stand for election at ``now``, by its mark or ``also``
+    (the end of the same timer as this process recorded it), whichever ends later; "" if it
     would."""
-    until = _read(annotations, NO_ELECTION_UNTIL)
-    if until is None or until <= now:
+    until = _running(annotations, NO_ELECTION_UNTIL, also, now)
+    if until is None:
         return ""
     return (
         f"Redis lets {pod} stand for election again at {_clock(until)} (4 x "
@@ -90,11 +104,13 @@ def cannot_stand(pod: str, annotations: Mapping[str, str], now: float) -> str:
     )
 
 
-def no_votes(pod: str, annotations: Mapping[str, str], now: float) -> str:
-    """Why the masters would not vote about master ``pod`` at ``now``, by its mark; "" if they
+def no_votes(
+    pod: str, annotations: Mapping[str, str], now: float, also: float | None = None
+) -> str:
+    """Why the masters would not vote about master ``pod`` at ``now``, likewise; "" if they
     would."""
-    until = _read(annotations, NO_VOTES_UNTIL)
-    if until is None or until <= now:
+    until = _running(annotations, NO_VOTES_UNTIL, also, now)
+    if until is None:
         return ""
     return (
         f"Redis's masters vote about {pod} again at {_clock(until)} (2 x cluster-node-timeout "
@@ -102,22 +118,21 @@ def no_votes(pod: str, annotations: Mapping[str, str], now: float) -> str:
     )
 
 
+def _running(
+    annotations: Mapping[str, str], name: str, also: float | None, now: float
+) -> float | None:
+    """When the timer ends, by the mark ``name`` or ``also``, the later; None once ended."""
+    ends = [t for t in (read_utc_stamp(annotations.get(name)), also) if t is not None]
+    until = max(ends, default=None)
+    return until if until is not None and until > now else None
+
+
 def _stamp(epoch: float) -> str:
-    return time.strftime(_STAMP, time.gmtime(math.ceil(epoch)))
+    return utc_stamp(math.ceil(epoch))  # never before Redis's own end
 
 
 def _clock(epoch: float) -> str:
     return time.strftime("%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _read(annotations: Mapping[str, str], name: str) -> float | None:
-    raw = annotations.get(name)
-    if not raw:
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(str(raw), _STAMP)))
-    except ValueError:
-        return None
 
 
 __all__ = [
@@ -125,8 +140,8 @@ __all__ = [
     "NO_VOTES_UNTIL",
     "REDIS_DEFAULT_NODE_TIMEOUT_S",
     "cannot_stand",
+    "mark_failover",
     "marks",
-    "marks_at",
     "no_votes",
     "node_timeout",
     "stands_again_after",
