@@ -15,8 +15,9 @@ The greedy baseline is always one of them, so a plan is never worse than greedy'
 objective and no placement could place more pods; otherwise FEASIBLE with the true gap.
 """
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from models.cluster import Role
@@ -29,7 +30,7 @@ from solver.classes.model import ClassOptions, solve_classes
 from solver.classes.problem import DEFAULT_MAX_VARIABLES, build_problem, limit_candidates
 from solver.collector import collector_paused
 from solver.explain import unplaced_reasons
-from solver.greedy import greedy_placement
+from solver.greedy import greedy_most_placed, greedy_placement
 from solver.judging import RunningVerdict
 from solver.levels.rooms import EligibilityCache
 from solver.levels.shapes import Standing
@@ -332,7 +333,8 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
             and pace.can_repair(snapshot, levels.failed, deadline)
         ):
             began = time.monotonic()
-            first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels)))
+            again = functools.partial(pace.can_repair, snapshot, levels.failed, deadline)
+            first = judge(_Candidate("cp-sat", _repaired(snapshot, policy, levels, again)))
             candidates.append(first)
             if not pace.judging:
                 pace.judging = time.monotonic() - began
@@ -359,7 +361,13 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 and (not candidates or pace.greedy_fits(snapshot, deadline))
             ):
                 report("greedy", None, None)
-                candidates.append(judge(_Candidate("greedy", greedy_placement(snapshot, policy))))
+                placement = _greedy(
+                    snapshot,
+                    policy,
+                    unplaceable,
+                    functools.partial(pace.greedy_fits, snapshot, deadline),
+                )
+                candidates.append(judge(_Candidate("greedy", placement)))
             first = candidates[0]
             relaxed = _relaxable(policy)
             if levels_first:
@@ -390,7 +398,8 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                     ),
                 )
                 if pace.can_repair(snapshot, retry.failed, deadline):
-                    degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry), True)
+                    again = functools.partial(pace.can_repair, snapshot, retry.failed, deadline)
+                    degraded = _Candidate("cp-sat", _repaired(snapshot, policy, retry, again), True)
                     candidates.append(judge(degraded))
             best_so_far = min(candidates, key=_order)
             # Within the gap asked for of a proven bound, a better plan or a tighter bound is
@@ -563,11 +572,27 @@ def _level_progress(report: Progress) -> Callable[[str, float, float], None]:
     return progress
 
 
-def _repaired(snapshot: Snapshot, policy: Policy, levels: LevelsResult) -> Placement:
+def _repaired(
+    snapshot: Snapshot, policy: Policy, levels: LevelsResult, again: Callable[[], bool]
+) -> Placement:
     """The levels' placement, with the shards a level could not finish placed by greedy."""
     if not levels.failed:
         return levels.placement
-    return greedy_placement(snapshot, policy, start=levels.placement, shards=levels.failed)
+    return _greedy(snapshot, policy, levels.unplaceable, again, levels.placement, levels.failed)
+
+
+def _greedy(
+    snapshot: Snapshot,
+    policy: Policy,
+    unplaceable: Mapping[str, str],
+    again: Callable[[], bool],
+    start: Placement | None = None,
+    shards: set[str] | None = None,
+) -> Placement:
+    """Greedy's placement, weighed against its roomiest pass while the budget allows."""
+    return greedy_most_placed(
+        snapshot, policy, start=start, shards=shards, unplaceable=set(unplaceable), again=again
+    )
 
 
 def _relaxable(policy: Policy) -> frozenset[str]:

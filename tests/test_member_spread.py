@@ -13,7 +13,7 @@ import pytest
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.check import check_plan, evaluate_objective, final_placement
-from solver.greedy import greedy_plan
+from solver.greedy import greedy_placement, greedy_plan
 from solver.solve import SolveOptions, solve
 from tests.bruteforce import brute_force_optimum
 from tests.kube_dicts import node, other_pod, redis_pod, snapshot
@@ -132,3 +132,45 @@ def test_member_spread_counts_every_role() -> None:
     snap = rolled(left=-1)
     terms = evaluate_objective(snap, Policy(), greedy_plan(snap, Policy()))
     assert terms["memberSpread"] == 10 * 4  # two masters and two replicas in every zone
+
+
+def crowded() -> Snapshot:
+    """Redis cluster ``c1`` runs a master in zone c and a member in zone b; its shard 0's
+    replica is pending. Zone a holds none of c1's members, but its one node has room for one
+    2Gi pod only, and cluster ``c2``'s pending pod accepts zone a alone (a node selector)."""
+    nodes = [
+        node("a1", "a", "a1", memory="3Gi"),
+        node("b1", "b", "b1", memory="16Gi"),
+        node("c1", "c", "c1", memory="16Gi"),
+    ]
+    pods = [
+        redis_pod("c1-m0", "c1", 0, "master", node="c1", memory="2Gi"),
+        redis_pod("c1-r0", "c1", 0, "replica", memory="2Gi"),
+        redis_pod("c1-m1", "c1", 1, "master", node="b1", memory="2Gi"),
+        redis_pod(
+            "c2-m0",
+            "c2",
+            0,
+            "master",
+            memory="2Gi",
+            nodeSelector={"topology.kubernetes.io/zone": "a"},
+        ),
+    ]
+    return snapshot(nodes, pods)
+
+
+def test_greedy_weighs_its_roomiest_pass_where_the_spread_leaves_a_pod_out() -> None:
+    """Sent by memberSpread to zone a (none of its cluster there), c1's replica takes the only
+    room c2's pod accepts; the roomiest pass sends it to zone b and places both. Greedy's plan
+    (the binder's greedy solver, the fallback and repair of the levels) keeps the pass that
+    places more, and judged by the checker it leaves nothing out and breaks no hard rule."""
+    snap, policy = crowded(), Policy()
+    spread = greedy_placement(snap, policy)
+    assert spread.node.get("default/c1-r0") == "a1"
+    assert "default/c2-m0" not in spread.node
+    roomiest = greedy_placement(snap, policy, roomiest=True)
+    assert roomiest.node == {"default/c1-r0": "b1", "default/c2-m0": "a1"}
+    plan = greedy_plan(snap, policy)
+    assert not plan.unplaced
+    assert not [v for v in check_plan(snap, policy, plan) if v.severity == "hard"]
+    assert final_placement(snap, plan)["default/c1-r0"][0] == "b1"

@@ -156,14 +156,14 @@ def test_a_plan_within_the_gap_asked_for_is_not_weighed_against_greedys(
     against it."""
     policy, snapshot = _unproven_by_the_levels()
     calls: list[int] = []
-    greedy = solve_module.greedy_placement
+    greedy = solve_module.greedy_most_placed
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("start") is None:  # greedy's own plan, not its finish of the levels'
             calls.append(1)
         return greedy(*args, **kwargs)
 
-    monkeypatch.setattr(solve_module, "greedy_placement", counted)
+    monkeypatch.setattr(solve_module, "greedy_most_placed", counted)
     exact = solve(snapshot, policy, "place", SolveOptions(time_limit=5, relative_gap=0.0))
     assert calls and exact.status in ("OPTIMAL", "FEASIBLE")
     calls.clear()
