@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -59,6 +59,8 @@ class KubeSide:
         self.evicted: list[str] = []
         self.relabelled: list[tuple[str, str]] = []
         self.stood: list[str] = []
+        self.marked: list[tuple[str, str]] = []
+        """(``started`` or ``finished``, the master's pod) as the guard's marks go."""
 
     def evict(self, pod_key: str) -> EvictOutcome:
         self.evicted.append(pod_key)
@@ -73,12 +75,20 @@ class KubeSide:
     def elected(self, step: FailoverStep) -> None:
         self.stood.append(step.to_pod)
 
+    def starting(self, step: FailoverStep) -> None:
+        self.marked.append(("started", step.from_pod))
+
+    def finished(self, step: FailoverStep) -> None:
+        self.marked.append(("finished", step.from_pod))
+
     def executor(self, **options: float | int | None) -> RebalanceExecutor:
         return RebalanceExecutor(
             evict=self.evict,
             shard_healthy_members=self.shard_healthy_members,
             relabel=self.relabel,
             elected=self.elected,
+            starting=self.starting,
+            finished=self.finished,
             **options,  # type: ignore[arg-type]
         )
 
@@ -116,6 +126,13 @@ def test_promotes_two_replicas_without_losing_a_key(redis_cluster: RedisClusterH
     assert outcomes(report, "failover") == [(pod(r1), "ok"), (pod(r2), "ok")]
     assert report.ok and report.count("failover", "ok") == 2
     assert kube.stood == [pod(r1), pod(r2)]  # Redis's election timers start: told, to mark them
+    # each failover marked under way on its master before it is sent, and ended after
+    assert kube.marked == [
+        ("started", pod(m1)),
+        ("finished", pod(m1)),
+        ("started", pod(m2)),
+        ("finished", pod(m2)),
+    ]
     assert set(kube.relabelled) == {
         (pod(r1), "master"),
         (pod(m1), "replica"),
@@ -137,6 +154,7 @@ def test_promotes_two_replicas_without_losing_a_key(redis_cluster: RedisClusterH
     again = kube.executor(failover_timeout_s=20).run(steps, [])
     assert outcomes(again, "failover") == [(pod(r1), "skipped"), (pod(r2), "skipped")]
     assert all("already done" in a.reason for a in again.actions if a.kind == "failover")
+    assert len(kube.marked) == 4  # nothing sent, nothing marked
     assert_all_nodes_agree(h, {r1: m1, r2: m2, m3: r3})
 
 
@@ -167,6 +185,8 @@ def test_failure_stops_only_its_own_shard(redis_cluster: RedisClusterHarness) ->
     assert outcomes(report, "evict") == [(pod(m1), "skipped"), (pod(m2), "ok")]
     assert kube.evicted == [pod(m2)]
     assert not report.ok
+    # the failed failover was sent, and its end is marked as a performed one's
+    assert kube.marked[:2] == [("started", pod(m1)), ("finished", pod(m1))]
     assert_all_nodes_agree(h, {m1: r1, r2: m2, m3: r3})
 
 
@@ -433,3 +453,62 @@ def test_rebalance_reads_redis_s_election_timers_from_the_pods() -> None:
     (action,) = report["actions"]
     assert action["outcome"] == "skipped"
     assert action["reason"].startswith("Redis lets default/s0-b stand for election again at ")
+
+
+@pytest.mark.redis
+def test_rebalance_marks_its_failover_on_the_master_for_the_guard(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """``rebalance --apply`` fails shard 0 over: the master's pod says the failover is under way
+    before it is sent (every replica of the guard then lets no member of the shard stop) and
+    when it ended, beside Redis's election timers."""
+    import time
+
+    from models.policy import Policy
+    from placer.kube.fake import FakeKubeAdapter
+    from placer.rebalance.apply import apply_changes
+    from placer.redis.access import Dialer
+    from placer.redis.elections import FAILOVER_UNTIL, NO_ELECTION_UNTIL, NO_VOTES_UNTIL
+    from tests.kube_dicts import node, redis_pod, snapshot
+
+    h = redis_cluster
+    master, replica = sorted(h.layout().items())[0]
+    pods = []
+    for name, ip, role, where in (
+        ("s0-m", master, "master", "n1"),
+        ("s0-r", replica, "replica", "n2"),
+    ):
+        obj = redis_pod(name, "cache", 0, role, node=where)
+        obj["status"].update(podIP=ip, conditions=[{"type": "Ready", "status": "True"}])
+        pods.append(obj)
+    nodes = [node("n1", "za", "ra"), node("n2", "zb", "rb")]
+    kube = FakeKubeAdapter(nodes=nodes, pods=pods)
+    seen: list[str | None] = []
+    annotate = kube.annotate_pod
+
+    def watched(namespace: str, name: str, annotations: Any) -> Any:
+        seen.append(annotations.get(FAILOVER_UNTIL))
+        return annotate(namespace, name, annotations)
+
+    kube.annotate_pod = watched  # type: ignore[method-assign,assignment]
+    report = apply_changes(
+        snapshot(nodes, pods, Policy()),
+        Policy(),
+        [{"kind": "failover", "from": "default/s0-m", "to": "default/s0-r"}],
+        adapter=kube,
+        dial=Dialer(port=h.port),
+        relabel=False,
+        role_values={},
+        max_failovers=None,
+        max_moves=0,
+        failover_timeout=20.0,
+    )
+    assert [a["outcome"] for a in report["actions"]] == ["ok"]
+    stamps = [s for s in seen if s is not None]
+    assert len(stamps) == 2  # under way until its timeout, then when it ended
+    start, end = (time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")) for s in stamps)
+    assert start - end >= 15  # the timeout's end (20 s on), then the end itself
+    marked = kube.pods[("default", "s0-m")]["metadata"]["annotations"]
+    assert marked[FAILOVER_UNTIL] == stamps[1] and NO_VOTES_UNTIL in marked
+    assert NO_ELECTION_UNTIL in kube.pods[("default", "s0-r")]["metadata"]["annotations"]
+    h.wait_healthy()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -479,6 +480,45 @@ def test_no_member_of_a_shard_goes_while_the_guard_fails_it_over(
     assert all("shard default/cache/0 is failing over" in a.message for a in answers)
     h.wait_healthy()
     assert not guard.admit("default", "s0-r").allowed  # after: the master, to hand over
+
+
+def test_a_replica_of_the_guard_that_did_not_fail_the_shard_over_lets_no_member_go_meanwhile(
+    redis_cluster: RedisClusterHarness,
+) -> None:
+    """Two replicas of the guard answer the webhook; only the leader fails over. The other's
+    reading, a second old at most, shows s0-r a replica whose master serves while the leader
+    hands s0 over to it, and for a second after: it would let the shard's new master stop. The
+    leader marks the failover on the master's pod before it begins and when it ends: the other
+    replica refuses while it runs, and reads again before answering once it has ended."""
+    from placer.redis.elections import FAILOVER_UNTIL
+    from placer.redis.ops import FailoverResult, failover_to
+
+    h = redis_cluster
+    adapter, ip = _cluster(h)
+    now = [1000.0]  # no time passes for the readings: the other's stays the one from before
+    during: list[Admission] = []
+
+    def failover(*args: Any, **kwargs: Any) -> FailoverResult:
+        during.append(other.admit("default", "s0-r"))  # a drain's eviction, meanwhile
+        return failover_to(*args, **kwargs)
+
+    leader = _guard(h, adapter, failover=failover, clock=lambda: now[0])
+    other = _guard(h, adapter, clock=lambda: now[0])
+    before = other.current()
+    view = leader.current()
+    assert before is not None and view is not None
+    master, successor = (leader._member(view, f"default/{name}") for name in ("s0-m", "s0-r"))
+    assert leader.fail_over(view, master, successor, "restore").startswith("handed")
+    (answer,) = during
+    assert not answer.allowed
+    assert "a failover from default/s0-m is under way" in answer.message
+    h.wait_healthy()
+    assert _role(h, ip["s0-r"]) == "master"
+    assert other.current() is before  # its reading is from before the failover
+    after = other.admit("default", "s0-r")  # the new master now: read again, it is held
+    assert not after.allowed and "hand over to default/s0-m" in after.message
+    ended = adapter.pods[("default", "s0-m")]["metadata"]["annotations"][FAILOVER_UNTIL]
+    assert ended <= time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def test_a_hold_counts_from_the_requests_of_this_disruption_only(

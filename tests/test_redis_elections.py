@@ -1,5 +1,9 @@
 """placer.redis.elections: Redis Cluster's election timers, as the pods carry them."""
 
+from collections.abc import Mapping
+
+import pytest
+
 from placer.redis.elections import (
     NO_ELECTION_UNTIL,
     NO_VOTES_UNTIL,
@@ -33,3 +37,41 @@ def test_marks_hold_a_failover_back_until_they_end() -> None:
     # the other timer, a missing or unreadable mark: nothing held
     assert cannot_stand("ns/m", replaced, NOON) == "" and no_votes("ns/r", stood, NOON) == ""
     assert cannot_stand("ns/r", {NO_ELECTION_UNTIL: "soon"}, NOON) == ""
+
+
+def test_a_failover_is_under_way_from_its_start_mark_to_its_end_mark() -> None:
+    from placer.redis.elections import (
+        FAILOVER_UNTIL,
+        failing_over,
+        mark_failover_ended,
+        mark_failover_started,
+    )
+
+    pod: dict[str, str] = {}
+
+    def annotate(namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        assert (namespace, name) == ("ns", "m")
+        pod.update(annotations)
+
+    mark_failover_started(annotate, "ns/m", NOON, 30.0)
+    assert pod == {FAILOVER_UNTIL: "2026-12-06T12:00:30Z"}  # its timeout: the latest it ends
+    assert failing_over("ns/m", pod, NOON + 1) == (
+        "a failover from ns/m is under way (until 12:00:30Z at the latest)"
+    )
+    assert failing_over("ns/m", pod, NOON + 30) == ""  # a failover never ended runs out
+    mark_failover_ended(annotate, "ns/m", NOON + 1.7)
+    assert pod == {FAILOVER_UNTIL: "2026-12-06T12:00:01Z"}
+    assert failing_over("ns/m", pod, NOON + 1.7) == ""
+    assert failing_over("ns/m", {}, NOON) == ""
+
+
+def test_a_mark_that_cannot_be_written_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from placer.redis.elections import mark_failover_started
+
+    def refused(namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        raise RuntimeError("the API server is away")
+
+    mark_failover_started(refused, "ns/m", NOON, 30.0)
+    assert "cannot mark the failover on ns/m: the API server is away" in caplog.text

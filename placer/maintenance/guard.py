@@ -34,6 +34,7 @@ from placer.kube.objects import read_utc_stamp, utc_stamp
 from placer.kube.source import ObjectSource
 from placer.maintenance.reading import GuardView, masters_on, read_guard_view
 from placer.redis import elections
+from placer.redis.elections import FAILOVER_UNTIL
 from placer.redis.ops import FailoverResult, RedisEndpoint, RedisOpsError, failover_to
 from solver.handover import Disruption, MemberHealth, judge_disruption
 
@@ -205,6 +206,19 @@ class Guard:
                 Disruption(key, "wait", f"shard {member.shard_key} is failing over ({under_way})"),
                 dry_run,
             )
+        elsewhere, stale = self._failovers_marked(view, member)
+        if elsewhere:  # another replica's, or a rebalance's
+            reason = f"shard {member.shard_key} is failing over: {elsewhere}"
+            return self._refuse(view, key, Disruption(key, "wait", reason), dry_run)
+        if stale:  # a failover ended since this reading: its roles are the old ones
+            with self._reading:
+                fresh = self.refresh()
+            if fresh is not None:
+                view = fresh
+                found = next((m for m in view.snapshot.members if m.key == key), None)
+                if found is None or key in view.deleting:
+                    return Admission(True)
+                member = found
         going = view.going_pods() | {key}
         decision = judge_disruption(
             view.snapshot,
@@ -260,6 +274,32 @@ class Guard:
                 f"{self.max_hold_s:g}s at most)"
             ),
         )
+
+    def _failovers_marked(self, view: GuardView, member: Member) -> tuple[str, bool]:
+        """A failover in ``member``'s shard that some redis-placer has under way (why), by the
+        marks on the members' pods as the API server has them now, and whether ``view`` was
+        read before one of those marks changed: a failover began or ended since, and the
+        reading's roles may be the old ones (``elections.FAILOVER_UNTIL``). A reading a second
+        old would otherwise let the new master stop as the replica it read."""
+        wall = self._wall()
+        stale = False
+        for m in view.snapshot.members:
+            if m.shard_key != member.shard_key:
+                continue
+            namespace, name = m.key.split("/", 1)
+            try:
+                live = self.adapter.get_pod(namespace, name)
+            except Exception as exc:  # the reading still answers; the marks are a refinement
+                log.debug("guard: cannot read %s for failover marks: %s", m.key, exc)
+                continue
+            if live is None:
+                continue
+            marks = _annotations(live)
+            if why := elections.failing_over(m.key, marks, wall):
+                return why, stale
+            read = _annotations(view.pods.get(m.key, {}))
+            stale = stale or marks.get(FAILOVER_UNTIL) != read.get(FAILOVER_UNTIL)
+        return "", stale
 
     def _let(self, view: GuardView, key: str) -> None:
         """``key`` is let stop: it is no successor and serves no shard from now on."""
@@ -471,9 +511,14 @@ class Guard:
         began = self._clock()
         with self._lock:
             self._failing_over[master.shard_key] = f"{master.key} -> {successor.key}"
+        # The other replicas: no member of the shard stops while it is under way.
+        elections.mark_failover_started(
+            self.adapter.annotate_pod, master.key, self._wall(), self.failover_timeout_s
+        )
         try:
             self._failover(target, self.failover_timeout_s, old_master_endpoint=old)
         except RedisOpsError as exc:
+            elections.mark_failover_ended(self.adapter.annotate_pod, master.key, self._wall())
             self._elected(master, successor, target)
             self._settled(master.shard_key)
             self._tally(why, "failed")
@@ -481,6 +526,7 @@ class Guard:
             self._event(view, master.key, "HandoverFailed", text, "Warning")
             return f"failed {master.key}: {exc}"
         seconds = self._clock() - began
+        elections.mark_failover_ended(self.adapter.annotate_pod, master.key, self._wall())
         self._elected(master, successor, target)
         self._settled(master.shard_key)
         self._tally(why, "ok")
@@ -620,6 +666,10 @@ def _stop_stamp(view: GuardView, key: str) -> float | None:
     """When the pod's stop was last refused, from its annotation (seconds since the epoch)."""
     meta = view.pods.get(key, {}).get("metadata") or {}
     return read_utc_stamp((meta.get("annotations") or {}).get(STOP_ASKED_ANNOTATION))
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
 
 
 def _annotated(view: GuardView, key: str) -> bool:

@@ -81,6 +81,15 @@ def apply_changes(
         if c["kind"] == "failover"
     ]
 
+    def starting(step: FailoverStep) -> None:
+        """Mark the failover under way on the master, for every replica of the guard."""
+        elections.mark_failover_started(
+            adapter.annotate_pod, step.from_pod, time.time(), failover_timeout
+        )
+
+    def finished(step: FailoverStep) -> None:
+        elections.mark_failover_ended(adapter.annotate_pod, step.from_pod, time.time())
+
     def elected(step: FailoverStep) -> None:
         """Mark Redis's election timers on both pods, for the guard and the next run."""
         elections.mark_failover(
@@ -130,6 +139,8 @@ def apply_changes(
         evict=evict,
         shard_healthy_members=healthy,
         relabel=relabel_fn,
+        starting=starting,
+        finished=finished,
         elected=elected,
         max_failovers=max_failovers,
         max_moves=max_moves,

@@ -145,6 +145,11 @@ class RebalanceExecutor:
     evict: Callable[[str], EvictOutcome]
     shard_healthy_members: Callable[[str], int]
     relabel: Callable[[str, str], None] | None = None
+    starting: Callable[[FailoverStep], None] | None = None
+    """Told just before each failover is sent: the guard lets no member of its shard stop
+    while it is under way."""
+    finished: Callable[[FailoverStep], None] | None = None
+    """Told just after each failover sent, whatever came of it."""
     elected: Callable[[FailoverStep], None] | None = None
     """Told of each failover sent (performed or failed): Redis's election timers start."""
     max_failovers: int | None = None
@@ -204,6 +209,7 @@ class RebalanceExecutor:
                     self._record(report, _failover_action(step, "skipped", verdict.reason, t0))
                     continue
                 attempted += 1
+                self._tell(self.starting, step, "before")
                 try:
                     result = failover_to(
                         step.to_endpoint,
@@ -214,10 +220,12 @@ class RebalanceExecutor:
                         io_timeout_s=self.io_timeout_s,
                     )
                 except Exception as exc:
+                    self._tell(self.finished, step, "after")
                     blocked[shard_key] = "an earlier failover step of this shard failed"
                     self._record(report, _failover_action(step, "failed", _describe(exc), t0))
                     self._tell_elected(step)
                     continue
+                self._tell(self.finished, step, "after")
                 if result.performed:
                     self._tell_elected(step)
                 why = "promoted" if result.performed else "already master"
@@ -225,12 +233,18 @@ class RebalanceExecutor:
                 self._relabel_pair(step, report)
 
     def _tell_elected(self, step: FailoverStep) -> None:
-        if self.elected is None:
+        self._tell(self.elected, step, "after")
+
+    @staticmethod
+    def _tell(
+        listener: Callable[[FailoverStep], None] | None, step: FailoverStep, when: str
+    ) -> None:
+        if listener is None:
             return
         try:
-            self.elected(step)
-        except Exception as exc:  # the timers are advice; the failover is done
-            log.warning("after the failover of %s: %s", step.shard_key, _describe(exc))
+            listener(step)
+        except Exception as exc:  # the marks are advice; the failover goes on
+            log.warning("%s the failover of %s: %s", when, step.shard_key, _describe(exc))
 
     def _verify(self, step: FailoverStep) -> _Verdict:
         """Check the step still matches the cluster, from the target's own view."""

@@ -30,6 +30,14 @@ replica of the guard, a leader after a handoff, the rebalance CronJob."""
 NO_VOTES_UNTIL = "redis-placer.io/no-votes-until"
 """On a master replaced in such a failover: until when (UTC) the masters vote about it not."""
 
+FAILOVER_UNTIL = "redis-placer.io/failover-until"
+"""On the master of a shard that a failover of redis-placer's (the guard's, a rebalance's) hands
+over: until when (UTC) it is under way. Written before ``CLUSTER FAILOVER`` as its timeout's
+end, and again once it is over as the time it ended. A replica of the guard that did not make
+the failover lets no member of that shard stop while the time is ahead, and reads the cluster
+again before answering when the pod carries another value than its reading shows: that reading
+is from before the failover ended, and shows the roles from before it."""
+
 REDIS_DEFAULT_NODE_TIMEOUT_S = 15.0
 """Redis's own default, assumed when the setting cannot be read (``CONFIG`` renamed away)."""
 
@@ -66,6 +74,24 @@ def marks(node_timeout_s: float, now: float) -> tuple[dict[str, str], dict[str, 
     return {NO_ELECTION_UNTIL: _stamp(stand)}, {NO_VOTES_UNTIL: _stamp(vote)}
 
 
+def mark_failover_started(
+    annotate: Callable[[str, str, Mapping[str, str]], Any],
+    master: str,
+    now: float,
+    timeout_s: float,
+) -> None:
+    """Before a failover from pod ``master`` that gives up after ``timeout_s``: it is under way
+    until then at the latest (``FAILOVER_UNTIL``)."""
+    _annotate(annotate, master, {FAILOVER_UNTIL: _stamp(now + timeout_s)}, "failover")
+
+
+def mark_failover_ended(
+    annotate: Callable[[str, str, Mapping[str, str]], Any], master: str, now: float
+) -> None:
+    """After that failover, whatever came of it: it ended at ``now``."""
+    _annotate(annotate, master, {FAILOVER_UNTIL: utc_stamp(now)}, "failover's end")
+
+
 def mark_failover(
     annotate: Callable[[str, str, Mapping[str, str]], Any],
     stood: str,
@@ -78,15 +104,33 @@ def mark_failover(
     (a write that fails is logged: the caller still knows), and when each ends."""
     seconds = node_timeout(endpoint)
     for key, mark in zip((stood, replaced), marks(seconds, now), strict=True):
-        namespace, name = key.split("/", 1)
-        try:
-            result = annotate(namespace, name, mark)
-            why = "" if getattr(result, "ok", True) else str(getattr(result, "message", result))
-        except Exception as exc:
-            why = str(exc)
-        if why:
-            log.warning("cannot mark Redis's election timer on %s: %s", key, why)
+        _annotate(annotate, key, mark, "Redis's election timer")
     return now + stands_again_after(seconds), now + votes_again_after(seconds)
+
+
+def failing_over(pod: str, annotations: Mapping[str, str], now: float) -> str:
+    """Why a failover from master ``pod`` is under way at ``now`` by its mark; "" if none is."""
+    until = read_utc_stamp(annotations.get(FAILOVER_UNTIL))
+    if until is None or until <= now:
+        return ""
+    return f"a failover from {pod} is under way (until {_clock(until)} at the latest)"
+
+
+def _annotate(
+    annotate: Callable[[str, str, Mapping[str, str]], Any],
+    key: str,
+    mark: Mapping[str, str],
+    what: str,
+) -> None:
+    """Write ``mark`` on pod ``key``; a write that fails is logged (the caller still knows)."""
+    namespace, name = key.split("/", 1)
+    try:
+        result = annotate(namespace, name, mark)
+        why = "" if getattr(result, "ok", True) else str(getattr(result, "message", result))
+    except Exception as exc:
+        why = str(exc)
+    if why:
+        log.warning("cannot mark the %s on %s: %s", what, key, why)
 
 
 def cannot_stand(
@@ -136,11 +180,15 @@ def _clock(epoch: float) -> str:
 
 
 __all__ = [
+    "FAILOVER_UNTIL",
     "NO_ELECTION_UNTIL",
     "NO_VOTES_UNTIL",
     "REDIS_DEFAULT_NODE_TIMEOUT_S",
     "cannot_stand",
+    "failing_over",
     "mark_failover",
+    "mark_failover_ended",
+    "mark_failover_started",
     "marks",
     "no_votes",
     "node_timeout",
