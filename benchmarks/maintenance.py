@@ -1,7 +1,7 @@
 """Benchmark: planned disruptions on real Redis, the maintenance guard beside no tool, one run.
 
     KUBEBUILDER_ASSETS=/path/to/binaries python -m benchmarks.maintenance
-        [--profiles bitnami,ot-operator,valkey-io] [--modes guard,stock]
+        [--profiles bitnami,ot-operator,valkey-io,hyperspike] [--modes guard,stock]
         [--scenarios drain,second drain,guard killed,rollout,pool upgrade]
         [--start-delay 2] [--attach-delay 20] [--probe-scale 1] [--json FILE] [--workdir DIR]
 
@@ -109,7 +109,7 @@ def print_tables(reports: list[Report]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--profiles", default="bitnami,ot-operator,valkey-io")
+    parser.add_argument("--profiles", default="bitnami,ot-operator,valkey-io,hyperspike")
     parser.add_argument("--modes", default="guard,stock")
     parser.add_argument(
         "--scenarios", default="drain,second drain,guard killed,rollout,pool upgrade"

@@ -65,6 +65,27 @@ def ping_passes(runtime: RedisPods, key: str) -> bool:
         return bool(c.ping())
 
 
+_CLUSTER_CHECKED: set[tuple[str, str]] = set()
+"""Pods (key, uid) whose readiness check once found cluster_state:ok."""
+
+
+def ping_then_cluster_ok(runtime: RedisPods, key: str) -> bool:
+    """hyperspike's ping_readiness_local.sh: PING answers PONG, and until a check of this pod
+    once found ``cluster_state:ok`` (the script then touches /tmp/.valkey_cluster_check, which
+    a new pod does not have), ``CLUSTER INFO`` must say so too."""
+    with runtime.client(runtime.ip(key), timeout_s=1.0) as c:
+        if not c.ping():
+            return False
+        pod = runtime.pods.get(key)
+        incarnation = (key, pod.uid if pod is not None else "")
+        if incarnation in _CLUSTER_CHECKED:
+            return True
+        if str(c.execute_command("CLUSTER", "INFO")).find("cluster_state:ok") < 0:
+            return False
+    _CLUSTER_CHECKED.add(incarnation)
+    return True
+
+
 def ot_cluster_pre_stop(runtime: RedisPods, key: str) -> str:
     """The OT operator's preStop for cluster pods: when this server is a master, ``CLUSTER
     FAILOVER`` on the replica its ``INFO replication`` lists with the highest offset (the
@@ -136,6 +157,17 @@ CHARTS = {
         None,
         30,
         "valkey-io valkey-operator valkeynode_resources.go, scripts/readiness-check.sh",
+    ),
+    # hyperspike valkey-operator: readinessProbe exec ping_readiness_local.sh (PING == PONG,
+    # and cluster_state:ok until that has been seen once), initialDelaySeconds 5,
+    # periodSeconds 5, failureThreshold 5; no preStop; the pod's grace period is Kubernetes'
+    # default.
+    "hyperspike": Chart(
+        Probe(ping_then_cluster_ok, initial_delay_s=5, period_s=5, failure_threshold=5),
+        None,
+        30,
+        "hyperspike valkey-operator internal/controller/valkey_controller.go, "
+        "scripts/ping_readiness_local.sh",
     ),
 }
 

@@ -115,6 +115,7 @@ SHAPES = {
     "bitnami": Shape("bitnami", "bitnami", 6, tls=True, password=True),
     "ot-operator": Shape("ot-operator", "ot-operator", 3, tls=False, password=True),
     "valkey-io": Shape("valkey-io", "valkey-io", 3, tls=False, password=False),
+    "hyperspike": Shape("hyperspike", "hyperspike", 3, tls=False, password=True),
 }
 
 
@@ -205,6 +206,8 @@ def _statefulsets(shape: Shape, run_id: str) -> list[list[dict[str, Any]]]:
             "cache", leaders=shape.shards, followers=shape.shards, node_selector=selector
         )
         waves = [[leader], [follower]]
+    elif shape.profile == "hyperspike":
+        waves = [shapes.hyperspike("hs", shards=shape.shards, replicas=1, node_selector=selector)]
     else:
         waves = [shapes.valkey_io("vk", shards=shape.shards, replicas=1, node_selector=selector)]
     for wave in waves:
@@ -291,10 +294,18 @@ def _bring_up(
             json_of(apps.create_namespaced_stateful_set(namespace, body, _preload_content=False))
             names.append(sts["metadata"]["name"])
         made += sum(s["spec"]["replicas"] for s in wave)
-        wait_until(partial(_ready_problem, api, namespace, made), 300.0, f"wave {number} Ready")
+        # hyperspike's probe passes only once the cluster is formed: it forms running pods.
+        formed_first = shape.profile == "hyperspike"
+        ready = partial(_ready_problem, api, namespace, made)
+        if not formed_first:
+            wait_until(ready, 300.0, f"wave {number} Ready")
         pods = [f"{s['metadata']['name']}-{i}" for s in wave for i in range(s["spec"]["replicas"])]
         keys = [f"{namespace}/{p}" for p in pods]
-        wait_until(partial(_servers_up, runtime, keys), 120.0, "servers behind the pods")
+        wait_until(
+            partial(_servers_up, runtime, keys),
+            300.0 if formed_first else 120.0,
+            "servers behind the pods",
+        )
         if shape.profile == "bitnami":
             create_order(runtime, _ordinal_ips(runtime, namespace, names[0], len(pods)), 1)
         elif shape.profile == "ot-operator" and number == 0:
@@ -304,6 +315,15 @@ def _bring_up(
             add_followers(
                 runtime, leaders, _ordinal_ips(runtime, namespace, "cache-follower", shape.shards)
             )
+        elif shape.profile == "hyperspike":  # shard = ordinal mod shards, the first primary
+            members = {
+                str(shard): [
+                    runtime.ip(f"{namespace}/hs-{shard + k * shape.shards}") for k in range(2)
+                ]
+                for shard in range(shape.shards)
+            }
+            primaries_by_index(runtime, members)
+            wait_until(ready, 300.0, f"wave {number} Ready")
         else:
             members = {
                 str(shard): [

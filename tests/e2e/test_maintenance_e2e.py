@@ -2,7 +2,8 @@
 
 On a control plane of this module's own (etcd, kube-apiserver, kube-scheduler and the
 StatefulSet, volume and disruption controllers), each deployment (bitnami 6 shards x 1 over TLS
-with a password, OT 3 leaders + 3 followers with a password, valkey-io 3 shards x 1) runs with
+with a password, OT 3 leaders + 3 followers with a password, valkey-io 3 shards x 1, hyperspike
+one Parallel StatefulSet of 3 shards x 1 with a password, formed before its pods are Ready) runs with
 real redis-server processes behind its pods, a cluster-node-timeout of 5 s, its chart's readiness
 probe, preStop hook and grace period acted out by the kubelet stand-in, and one writer per shard
 doing ``SET`` + ``WAIT 1`` throughout. Then (tests.e2e.maintenance_scenarios): a drain of a master's
@@ -32,7 +33,7 @@ from tests.redis_servers import redis_binaries_missing
 
 pytestmark = pytest.mark.e2e
 
-PROFILES = ("bitnami", "ot-operator", "valkey-io")
+PROFILES = ("bitnami", "ot-operator", "valkey-io", "hyperspike")
 
 
 @pytest.fixture(scope="module")
