@@ -17,7 +17,7 @@ objective and no placement could place more pods; otherwise FEASIBLE with the tr
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from models.cluster import Role
@@ -361,11 +361,11 @@ def _solve(snapshot: Snapshot, policy: Policy, mode: Mode, options: SolveOptions
                 and (not candidates or pace.greedy_fits(snapshot, deadline))
             ):
                 report("greedy", None, None)
-                placement = _greedy(
+                placement = greedy_most_placed(
                     snapshot,
                     policy,
-                    unplaceable,
-                    functools.partial(pace.greedy_fits, snapshot, deadline),
+                    unplaceable=unplaceable,
+                    again=functools.partial(pace.greedy_fits, snapshot, deadline),
                 )
                 candidates.append(judge(_Candidate("greedy", placement)))
             first = candidates[0]
@@ -578,20 +578,13 @@ def _repaired(
     """The levels' placement, with the shards a level could not finish placed by greedy."""
     if not levels.failed:
         return levels.placement
-    return _greedy(snapshot, policy, levels.unplaceable, again, levels.placement, levels.failed)
-
-
-def _greedy(
-    snapshot: Snapshot,
-    policy: Policy,
-    unplaceable: Mapping[str, str],
-    again: Callable[[], bool],
-    start: Placement | None = None,
-    shards: set[str] | None = None,
-) -> Placement:
-    """Greedy's placement, weighed against its roomiest pass while the budget allows."""
     return greedy_most_placed(
-        snapshot, policy, start=start, shards=shards, unplaceable=set(unplaceable), again=again
+        snapshot,
+        policy,
+        start=levels.placement,
+        shards=levels.failed,
+        unplaceable=levels.unplaceable,
+        again=again,
     )
 
 

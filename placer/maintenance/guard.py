@@ -337,7 +337,7 @@ class Guard:
         stand: dict[str, str] = {}
         votes: dict[str, str] = {}
         for key in {*view.pods, *stood, *replaced}:
-            marked = (view.pods.get(key, {}).get("metadata") or {}).get("annotations") or {}
+            marked = _annotations(view.pods.get(key, {}))
             if why := elections.cannot_stand(key, marked, wall, also=stood.get(key)):
                 stand[key] = why
             if why := elections.no_votes(key, marked, wall, also=replaced.get(key)):
@@ -518,17 +518,13 @@ class Guard:
         try:
             self._failover(target, self.failover_timeout_s, old_master_endpoint=old)
         except RedisOpsError as exc:
-            elections.mark_failover_ended(self.adapter.annotate_pod, master.key, self._wall())
-            self._elected(master, successor, target)
-            self._settled(master.shard_key)
+            self._ended(master, successor, target)
             self._tally(why, "failed")
             text = f"handing shard {master.shard_key} over to {successor.key} failed: {exc}"
             self._event(view, master.key, "HandoverFailed", text, "Warning")
             return f"failed {master.key}: {exc}"
         seconds = self._clock() - began
-        elections.mark_failover_ended(self.adapter.annotate_pod, master.key, self._wall())
-        self._elected(master, successor, target)
-        self._settled(master.shard_key)
+        self._ended(master, successor, target)
         self._tally(why, "ok")
         self._relabel_pair(view, master, successor)
         node = view.snapshot.node_by_name.get(master.pod.node_name or "")
@@ -543,10 +539,13 @@ class Guard:
         self.wake.set()
         return f"handed {master.key} -> {successor.key}"
 
-    def _settled(self, shard: str) -> None:
-        """The failover of ``shard`` is over: roles changed, the next answer reads them again."""
+    def _ended(self, master: Member, successor: Member, endpoint: RedisEndpoint) -> None:
+        """The failover from ``master`` to ``successor`` is over, whatever came of it: marked so
+        on the pod with Redis's election timers, and the next answer reads the roles again."""
+        elections.mark_failover_ended(self.adapter.annotate_pod, master.key, self._wall())
+        self._elected(master, successor, endpoint)
         with self._lock:
-            self._failing_over.pop(shard, None)
+            self._failing_over.pop(master.shard_key, None)
             self._view = None
 
     def _tally(self, why: str, outcome: str) -> None:
@@ -664,8 +663,7 @@ def _uid(view: GuardView, key: str) -> str:
 
 def _stop_stamp(view: GuardView, key: str) -> float | None:
     """When the pod's stop was last refused, from its annotation (seconds since the epoch)."""
-    meta = view.pods.get(key, {}).get("metadata") or {}
-    return read_utc_stamp((meta.get("annotations") or {}).get(STOP_ASKED_ANNOTATION))
+    return read_utc_stamp(_annotations(view.pods.get(key, {})).get(STOP_ASKED_ANNOTATION))
 
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
@@ -674,8 +672,7 @@ def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
 
 def _annotated(view: GuardView, key: str) -> bool:
     """The pod, as read, carries the handover request."""
-    meta = view.pods.get(key, {}).get("metadata") or {}
-    return HANDOVER_ANNOTATION in (meta.get("annotations") or {})
+    return HANDOVER_ANNOTATION in _annotations(view.pods.get(key, {}))
 
 
 __all__ = ["HANDOVER_ANNOTATION", "STOP_ASKED_ANNOTATION", "Admission", "Guard"]

@@ -223,17 +223,14 @@ class RebalanceExecutor:
                     self._tell(self.finished, step, "after")
                     blocked[shard_key] = "an earlier failover step of this shard failed"
                     self._record(report, _failover_action(step, "failed", _describe(exc), t0))
-                    self._tell_elected(step)
+                    self._tell(self.elected, step, "after")
                     continue
                 self._tell(self.finished, step, "after")
                 if result.performed:
-                    self._tell_elected(step)
+                    self._tell(self.elected, step, "after")
                 why = "promoted" if result.performed else "already master"
                 self._record(report, _failover_action(step, "ok", why, t0))
                 self._relabel_pair(step, report)
-
-    def _tell_elected(self, step: FailoverStep) -> None:
-        self._tell(self.elected, step, "after")
 
     @staticmethod
     def _tell(

@@ -110,8 +110,8 @@ def mark_failover(
 
 def failing_over(pod: str, annotations: Mapping[str, str], now: float) -> str:
     """Why a failover from master ``pod`` is under way at ``now`` by its mark; "" if none is."""
-    until = read_utc_stamp(annotations.get(FAILOVER_UNTIL))
-    if until is None or until <= now:
+    until = _running(annotations, FAILOVER_UNTIL, None, now)
+    if until is None:
         return ""
     return f"a failover from {pod} is under way (until {_clock(until)} at the latest)"
 
