@@ -1,7 +1,8 @@
 """Benchmark: the plan command on clusters that ``models/synthetic.py`` does not make.
 
     python -m benchmarks.unseen [--cases unseen:11,unseen:12,unseen:13,huge,broken:1]
-                                [--nodes 15000] [--shards 15000] [--time-limit S] [--keep DIR]
+                                [--nodes 15000] [--shards 15000] [--redis-clusters 1]
+                                [--time-limit S] [--keep DIR]
 
 The solver's own generator deals nodes to zones and racks in a pattern the solver's authors
 know. This one draws its clusters another way, so that a result on it says something about
@@ -13,7 +14,9 @@ clusters nobody tuned for:
   ``m`` CPU, reserved system share taken off, pod limits 58 or 110);
 * an unrelated pod of a random size (100m-2 CPU, 256Mi-6Gi) on a tenth of the nodes, in
   namespaces of its own, with the default tolerations the API server adds;
-* pending Redis pods with uids, creation times and an image, in a namespace of their own.
+* pending Redis pods with uids, creation times and an image, in a namespace of their own,
+  in one Redis cluster or dealt round to many (``--redis-clusters``: every cluster's masters
+  and members counted on their own, so the level models grow with the clusters).
 
 ``broken_cluster`` is the other shape: a heterogeneous 300-node cluster whose running masters
 already break ``survive: zone`` for one Redis cluster, where a plan may leave that break as it
@@ -184,8 +187,10 @@ def unseen_cluster(
     busy: float = 0.1,
     shards: int = 15_000,
     replicas: int = 2,
+    redis_clusters: int = 1,
 ) -> dict[str, Any]:
-    """A cluster as ``kubectl get nodes,pods -A -o json`` prints it, deterministic for a seed."""
+    """A cluster as ``kubectl get nodes,pods -A -o json`` prints it, deterministic for a seed;
+    the shards dealt round to ``redis_clusters`` Redis clusters."""
     rng = random.Random(seed)
     sizes = rack_sizes(rng, nodes, racks)
     zone_names = [f"eu-west-1{chr(ord('a') + z)}" for z in range(zones)]
@@ -202,8 +207,9 @@ def unseen_cluster(
         if rng.random() < busy:
             items.append(_background(rng, name, i))
     for s in range(shards):
+        cluster = "orders" if redis_clusters == 1 else f"orders-{s % redis_clusters:03d}"
         for ordinal in range(replicas + 1):
-            items.append(_redis(rng, "orders", s, ordinal, "master" if ordinal == 0 else "replica"))
+            items.append(_redis(rng, cluster, s, ordinal, "master" if ordinal == 0 else "replica"))
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
 
 
@@ -356,11 +362,16 @@ def run_case(
     return result
 
 
-def _document(case: str, nodes: int, racks: int, shards: int) -> tuple[dict[str, Any], str]:
+def _document(
+    case: str, nodes: int, racks: int, shards: int, redis_clusters: int = 1
+) -> tuple[dict[str, Any], str]:
     """The dump of a case named ``unseen:SEED``, ``broken:SEED`` or a benchmarks.run size."""
     name, _, seed = case.partition(":")
     if name == "unseen":
-        return unseen_cluster(int(seed), nodes, racks=racks, shards=shards), "none"
+        document = unseen_cluster(
+            int(seed), nodes, racks=racks, shards=shards, redis_clusters=redis_clusters
+        )
+        return document, "none"
     if name == "broken":
         return broken_cluster(int(seed)), "zone"
     from benchmarks.run import CASES, case_document
@@ -379,6 +390,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=15_000)
     parser.add_argument("--racks", type=int, default=150)
     parser.add_argument("--shards", type=int, default=15_000)
+    parser.add_argument(
+        "--redis-clusters",
+        type=int,
+        default=1,
+        help="unseen cases: deal the shards round to this many Redis clusters",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="20 s (10 s for broken)")
     parser.add_argument("--keep", help="write the dumps here and keep them")
     parser.add_argument(
@@ -396,8 +413,11 @@ def main() -> None:
     )
     print(" | ".join(["---"] * 15))
     for case in args.cases.split(","):
-        dump = os.path.join(folder, f"{case.replace(':', '-')}.json")
-        document, survive = _document(case, args.nodes, args.racks, args.shards)
+        many = f"-c{args.redis_clusters}" if args.redis_clusters > 1 else ""
+        dump = os.path.join(folder, f"{case.replace(':', '-')}{many}.json")
+        document, survive = _document(
+            case, args.nodes, args.racks, args.shards, args.redis_clusters
+        )
         if not os.path.exists(dump):
             with open(dump, "w") as f:
                 json.dump(document, f)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from models.cluster import Role
 from models.policy import Policy
 from solver.cpsat import cp_model
-from solver.levels.patterns import bundle_types
+from solver.levels.patterns import OutOfTime, bundle_types, check_time
 from solver.levels.rooms import CPU, MEMORY, PODS, Rooms
 from solver.levels.spec import (
     UNPLACED,
@@ -39,6 +39,7 @@ from solver.levels.spec import (
     SubRoom,
     lexical_parts,
 )
+from solver.levels.start import balanced_start
 
 Progress = Callable[[str, float, float], None]
 """Called with (phase, objective, bound) as better solutions are found."""
@@ -103,8 +104,21 @@ def distinct_ceilings(tables: list[list[int]]) -> list[int]:
 def solve_level(
     spec: LevelSpec, rooms: Rooms, policy: Policy, settings: SolveSettings
 ) -> LevelSolution:
-    """Build and solve one level; every bundle ends in a child, or unplaced with its shard."""
-    types = bundle_types(spec, rooms, policy)
+    """Build and solve one level; every bundle ends in a child, or unplaced with its shard.
+    The budget covers the building too: a model too large to build in it is not solved
+    (UNKNOWN, as when the search finds nothing), so a late level never runs past the limit."""
+    until = time.monotonic() + max(0.05, settings.time_limit)
+    try:
+        return _build_and_solve(spec, rooms, policy, settings, until)
+    except OutOfTime:
+        unplaced_all = {b.shard.key for b in spec.bundles}
+        return LevelSolution("UNKNOWN", {}, unplaced_all, rooms.ceiling, 0, 0, 1, 1, False)
+
+
+def _build_and_solve(
+    spec: LevelSpec, rooms: Rooms, policy: Policy, settings: SolveSettings, until: float
+) -> LevelSolution:
+    types = bundle_types(spec, rooms, policy, until)
     weights = policy.weights
     m = _Model()
     model = m.model
@@ -130,6 +144,7 @@ def solve_level(
                 unplaced_pods.append(pattern.unplaced * v)
         placed = sum(vars_, 0)
         model.add(placed <= n)
+        check_time(until)
         pods = len(bt.bundles[0].members)
         unplaced_pods.append(pods * (n - placed))
 
@@ -147,18 +162,24 @@ def solve_level(
     capacity: list[tuple[list[object], list[int]]] = []
     """(demand, room per ceiling): the constraints that read the ceiling, added once the
     ceilings that change no room are dropped."""
-    for ci, child in enumerate(children):
+    # Each child's demand, per kind, in one pass over the patterns (a pass per child grew with
+    # children times patterns: seconds for a rack model of 150 Redis clusters).
+    demands: list[dict[int, list[object]]] = [defaultdict(list) for _ in children]
+    master_demands: list[dict[int, list[object]]] = [defaultdict(list) for _ in children]
+    for bt in types:
+        check_time(until)
+        for pi, pattern in enumerate(bt.patterns):
+            x = m.x[(bt.index, pi)]
+            for c, kind, role, n in pattern.counts:
+                if c == UNPLACED:
+                    continue
+                term = n * x
+                demands[c][kind].append(term)
+                if role is Role.MASTER:
+                    master_demands[c][kind].append(term)
+    for child, demand, master_demand in zip(children, demands, master_demands, strict=True):
+        check_time(until)
         nodes = list(child.nodes)
-        demand: dict[int, list[object]] = defaultdict(list)
-        master_demand: dict[int, list[object]] = defaultdict(list)
-        for bt in types:
-            for pi, pattern in enumerate(bt.patterns):
-                for c, kind, role, n in pattern.counts:
-                    if c != ci:
-                        continue
-                    demand[kind].append(n * m.x[(bt.index, pi)])
-                    if role is Role.MASTER:
-                        master_demand[kind].append(n * m.x[(bt.index, pi)])
         for kind, parts in demand.items():
             table = _capped(
                 _sliced(rooms.table(nodes, kind), base, ceilings), members_of_kind[kind]
@@ -206,6 +227,7 @@ def solve_level(
     # Masters per Redis cluster and child: survive's majority and the survival cost.
     _cluster_rules(m, spec, types, policy)
     _member_spread(m, spec, types, policy)
+    check_time(until)
 
     m.terms.append((load_weight, m.t))
     upper = _soft_upper_bound(spec, types, policy, t_high)
@@ -220,10 +242,19 @@ def solve_level(
 
     if settings.hint is not None:
         _add_hint(m, types, settings, spec)
+    elif spec.level == "zone" and len(spec.bundles) >= START_FROM_BUNDLES:
+        start = balanced_start(spec, rooms, types)
+        if start is not None:
+            for key, var in m.x.items():
+                model.add_hint(var, start.get(key, 0))
+            for i, (_, b) in enumerate(m.levels):
+                model.add_hint(b, int(i == len(m.levels) - 1))
 
+    check_time(until)
+    left = until - time.monotonic()
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.max_time_in_seconds = max(0.05, settings.time_limit)
+    params.max_time_in_seconds = max(0.05, left)
     params.num_workers = max(1, settings.workers)
     params.random_seed = settings.seed
     # One worker and a deterministic budget: the same input gives the same plan.
@@ -238,12 +269,11 @@ def solve_level(
         return _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
     solver.best_bound_callback = watch.on_bound
     # First a short search for the proof; only then may the gap stop the search.
-    started = time.monotonic()
     budget = params.max_deterministic_time
     proof_first = PROOF_FIRST if settings.proof_first is None else settings.proof_first
     params.max_deterministic_time = min(budget, proof_first)
     first = _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
-    left = settings.time_limit - (time.monotonic() - started)
+    left = until - time.monotonic()
     if first.proven or first.status == "INFEASIBLE" or watch.within_gap() or left < 0.05:
         return first
     params.max_deterministic_time = max(0.05, budget - solver.deterministic_time)
@@ -252,6 +282,11 @@ def solve_level(
     again = _outcome(solver, solver.solve(model, callback), m, types, spec, t_high)
     return again if again.status in ("OPTIMAL", "FEASIBLE") else first
 
+
+START_FROM_BUNDLES = 1_000
+"""Level one starts from balanced_start's counts (no seed given) from this many shards: below
+it CP-SAT's own first plans place everything within a fraction of a second (the binder's
+batches, the bundled example), and the plan it settles on stays the one it always chose."""
 
 PROOF_FIRST = 0.05
 """Deterministic seconds a level searches for its proof before a gap may stop it. An easy

@@ -6,6 +6,7 @@ filter holds for every real placement, so the level model stays a relaxation.
 """
 
 import itertools
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -18,6 +19,18 @@ RELAXED_WEIGHT = 10_000
 """Cost of breaking a required separation level once relaxWhenInfeasible turned it into a penalty."""
 MAX_PATTERNS = 20_000
 """Patterns enumerated per bundle type; beyond, only the most even spreads are kept."""
+CHECK_EVERY = 512
+"""Patterns judged between two looks at the clock."""
+
+
+class OutOfTime(Exception):
+    """A level's model could not be built within its budget (a large rack level late in the
+    limit): the caller treats the level as unsolved, as when CP-SAT finds nothing in time."""
+
+
+def check_time(until: float | None) -> None:
+    if until is not None and time.monotonic() > until:
+        raise OutOfTime
 
 
 def _spreads(n: int, children: int, cap: list[int]) -> Iterator[tuple[int, ...]]:
@@ -199,8 +212,11 @@ def counts_role(counts: dict[tuple[int, int, Role], int], child: int, role: Role
     return sum(n for (c, _, r), n in counts.items() if c == child and r is role)
 
 
-def enumerate_patterns(bundle: Bundle, spec: LevelSpec, judge: _PatternJudge) -> list[Pattern]:
-    """Every valid pattern of a bundle type, cheapest structure first, deduplicated."""
+def enumerate_patterns(
+    bundle: Bundle, spec: LevelSpec, judge: _PatternJudge, until: float | None = None
+) -> list[Pattern]:
+    """Every valid pattern of a bundle type, cheapest structure first, deduplicated; raises
+    OutOfTime past ``until``."""
     children = len(spec.children)
     options = children + (1 if spec.partial else 0)
     seen: dict[tuple[object, ...], Pattern] = {}
@@ -216,7 +232,9 @@ def enumerate_patterns(bundle: Bundle, spec: LevelSpec, judge: _PatternJudge) ->
                 cap.append(n)
             spread = _spreads if total <= MAX_PATTERNS else _even_spreads
             per_group.append(list(spread(n, options, cap)))
-        for combo in itertools.product(*per_group):
+        for tried, combo in enumerate(itertools.product(*per_group)):
+            if tried % CHECK_EVERY == 0:
+                check_time(until)
             counts: dict[tuple[int, int, Role], int] = {}
             for ((kind, role), _), spread_counts in zip(groups, combo, strict=True):
                 for c, n in enumerate(spread_counts):
@@ -241,22 +259,31 @@ def _type_key(bundle: Bundle) -> tuple[object, ...]:
             for s in bundle.stays
         )
     )
+    # The cluster first: the rest is the shape that decides the patterns.
     return (bundle.shard.cluster, slots, bundle.needs_master, stays, bundle.whole)
 
 
-def bundle_types(spec: LevelSpec, rooms: Rooms, policy: Policy) -> list[BundleType]:
+def bundle_types(
+    spec: LevelSpec, rooms: Rooms, policy: Policy, until: float | None = None
+) -> list[BundleType]:
     judge = _PatternJudge(spec, rooms, policy)
     grouped: dict[tuple[object, ...], BundleType] = {}
     types: list[BundleType] = []
+    # A type's patterns do not depend on its Redis cluster (the rules that count per cluster
+    # are the model's, over the patterns): the types of many clusters share one enumeration.
+    patterns: dict[tuple[object, ...], list[Pattern]] = {}
     for bundle in spec.bundles:
         key = _type_key(bundle)
         bt = grouped.get(key)
         if bt is None:
             pending_master = bundle.needs_master or any(r is Role.MASTER for r in bundle.roles)
+            shape = key[1:]
+            if shape not in patterns:
+                patterns[shape] = enumerate_patterns(bundle, spec, judge, until)
             bt = BundleType(
                 index=len(types),
                 bundles=[],
-                patterns=enumerate_patterns(bundle, spec, judge),
+                patterns=patterns[shape],
                 cluster=bundle.shard.cluster,
                 pending_master=pending_master,
             )

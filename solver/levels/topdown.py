@@ -178,14 +178,15 @@ def place_by_levels(
             masters_total,
         )
         unfinished = rsol.status not in ("OPTIMAL", "FEASIBLE") or (
-            rsol.status == "FEASIBLE" and bool(rsol.unplaced_shards)
+            rsol.status == "FEASIBLE"
+            and (bool(rsol.unplaced_shards) or _rough(rsol.objective, rsol.bound, rack_gap))
         )
         if unfinished and not rack_rules and packable:
             # No rack plan within its share of the budget (a large zone, a short limit), or one
-            # that leaves out shards it has not proven it must: the zone is packed whole as
-            # above rather than those shards failing (greedy, placing them around the others,
-            # finds the nodes without a master already filled), and the packing's misses of
-            # preferred rack separation cost their weight.
+            # that leaves out shards it has not proven it must, or a first rough one: the zone
+            # is packed whole as above rather than those shards failing (greedy, placing them
+            # around the others, finds the nodes without a master already filled), and the
+            # packing's misses of preferred rack separation cost their weight.
             _whole_zone(zone, shards, by_zone, by_rack)
             continue
         failed |= rsol.unplaced_shards
@@ -350,6 +351,14 @@ def _masters_total(shapes: Shapes, by_zone: dict[str, tuple[str, Role]]) -> dict
                 if where is not None and where[1] is Role.MASTER:
                     totals[shard.cluster] += 1
     return dict(totals)
+
+
+def _rough(objective: int, bound: int, allowed: float) -> bool:
+    """A rack plan the search stopped on while still over twice its bound (and past the gap it
+    may keep): a first solution, not a spread. Packing the zone whole does better there (60
+    Redis clusters on 15,000 nodes, racks of 10-300 nodes: one zone's rack plan cost 87,396
+    against its bound of 116)."""
+    return objective - bound > max(allowed, bound)
 
 
 def _zone_hint(
