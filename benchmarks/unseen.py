@@ -2,7 +2,7 @@
 
     python -m benchmarks.unseen [--cases unseen:11,unseen:12,unseen:13,huge,broken:1]
                                 [--nodes 15000] [--shards 15000] [--redis-clusters 1]
-                                [--time-limit S] [--keep DIR]
+                                [--survive none|host|rack|zone] [--time-limit S] [--keep DIR]
 
 The solver's own generator deals nodes to zones and racks in a pattern the solver's authors
 know. This one draws its clusters another way, so that a result on it says something about
@@ -397,6 +397,12 @@ def main() -> None:
         help="unseen cases: deal the shards round to this many Redis clusters",
     )
     parser.add_argument("--time-limit", type=float, default=None, help="20 s (10 s for broken)")
+    parser.add_argument(
+        "--survive",
+        choices=("none", "host", "rack", "zone"),
+        default=None,
+        help="rules.survive for the unseen cases (default none; broken cases: zone)",
+    )
     parser.add_argument("--keep", help="write the dumps here and keep them")
     parser.add_argument(
         "--code",
@@ -418,6 +424,8 @@ def main() -> None:
         document, survive = _document(
             case, args.nodes, args.racks, args.shards, args.redis_clusters
         )
+        if args.survive is not None and case.startswith("unseen"):
+            survive = args.survive
         if not os.path.exists(dump):
             with open(dump, "w") as f:
                 json.dump(document, f)
@@ -427,7 +435,7 @@ def main() -> None:
             policy_file = os.path.join(folder, f"survive-{survive}.yaml")
             with open(policy_file, "w") as f:
                 f.write(f"rules:\n  survive: {survive}\n")
-        limit = args.time_limit or (10.0 if survive != "none" else 20.0)
+        limit = args.time_limit or (10.0 if case.startswith("broken") else 20.0)
         for code in args.code or [None]:
             r = run_case(dump, limit, policy_file, code)
             size = os.path.getsize(dump) / 1e6

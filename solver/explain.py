@@ -119,6 +119,19 @@ class _Accepting:
         self.snapshot = snapshot
         self._nodes: dict[tuple[object, ...], tuple[list[Node], frozenset[str | None]]] = {}
         self._masters: Counter[str] | None = None
+        self._domains: dict[tuple[tuple[object, ...], str], int] = {}
+
+    def domains(self, pod: Pod, level: str) -> int:
+        """The domains of ``level`` holding a node that accepts the pod and new pods at all:
+        once per kind, as the nodes (2,700 shards left out of 15,000 nodes asked 30 s of it)."""
+        key = (constraint_signature(pod), level)
+        found = self._domains.get(key)
+        if found is None:
+            nodes, _ = self.nodes(pod)
+            found = self._domains[key] = len(
+                {n.domain(level) for n in nodes if node_accepts_new_pods(n)}
+            )
+        return found
 
     def nodes(self, pod: Pod) -> tuple[list[Node], frozenset[str | None]]:
         """The nodes that accept the pod, and their hosts."""
@@ -144,7 +157,7 @@ def _structural(
     nodes = snapshot.node_by_name
     fixed_hosts = {nodes[m.pod.node_name].host for m in members if m.pod.node_name in nodes}
     probe = pending[0]
-    open_nodes, hosts = accepting.nodes(probe.pod)
+    _, hosts = accepting.nodes(probe.pod)
     size = len(fixed_hosts) + len(pending)
     held = len(hosts) + len(fixed_hosts - hosts)
     if hosts and size > held:  # no host at all: the filter tally says why
@@ -175,12 +188,12 @@ def _structural(
             f"keep a majority after losing one; survive: {level} needs at least 3 masters "
             "(Redis Cluster needs 3 to fail over on its own)"
         )
-    domains = {n.domain(level) for n in open_nodes if node_accepts_new_pods(n)}
-    if len(domains) < 3:
+    domains = accepting.domains(probe.pod, level)
+    if domains < 3:
         return (
             f"survive: {level} needs the masters of {cluster} in at least 3 {level}s (losing "
-            f"one must leave a majority); {plural(len(domains), level)} "
-            f"{verb(len(domains), 'accepts', 'accept')} its pods"
+            f"one must leave a majority); {plural(domains, level)} "
+            f"{verb(domains, 'accepts', 'accept')} its pods"
         )
     return None
 

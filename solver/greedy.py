@@ -488,34 +488,61 @@ def _keep_majorities(
     snapshot: Snapshot, policy: Policy, placement: Placement, placed_now: set[str]
 ) -> None:
     """Shards left out shrink a cluster's master count; drop newly placed shards until every
-    domain again holds less than half of each cluster's masters."""
+    domain again holds less than half of each cluster's masters.
+
+    The masters are counted once and kept up to date as shards drop: counting them all again
+    for each drop took 17 s where 100 shards of 150 Redis clusters had to go (survive: rack,
+    15,000 nodes)."""
     level = policy.rules.survive
     nodes = snapshot.node_by_name
     placed_now = set(placed_now)
-    while True:
+
+    def masters_of(key: str) -> list[tuple[str, str | None, bool]]:
         # An entry is "new" only when the master itself is a pending member placed here: only
-        # then does dropping the shard's pending members take it away. Each pass drops one such
-        # shard for good, so the loop ends.
-        masters: dict[str, list[tuple[str | None, str, bool]]] = defaultdict(list)
-        for key, members in snapshot.shards.items():
-            for m in members:
-                name = _node_of(m, placement)
-                role = _role_of(m, placement)
-                node = nodes.get(name or "")
-                if role is Role.MASTER and node is not None:
-                    new = m.pod.pending and key in placed_now
-                    masters[m.cluster].append((node.domain(level), key, new))
-        worst: tuple[str, str | None] | None = None
-        for cluster, entries in masters.items():
-            per_domain = Counter(d for d, _, _ in entries)
-            domain, most = max(per_domain.items(), key=lambda kv: (kv[1], str(kv[0])))
-            if 2 * most > len(entries) - 1 and any(d == domain and new for d, _, new in entries):
-                worst = (cluster, domain)
-                break
+        # then does dropping the shard's pending members take it away.
+        out = []
+        for m in snapshot.shards[key]:
+            node = nodes.get(_node_of(m, placement) or "")
+            if _role_of(m, placement) is Role.MASTER and node is not None:
+                out.append((m.cluster, node.domain(level), m.pod.pending and key in placed_now))
+        return out
+
+    per_domain: dict[str, Counter[str | None]] = defaultdict(Counter)
+    new_in: dict[tuple[str, str | None], set[str]] = defaultdict(set)
+    order: list[str] = []
+    entries: dict[str, list[tuple[str, str | None, bool]]] = {}
+
+    def count(key: str, sign: int) -> None:
+        for cluster, domain, new in entries[key]:
+            if cluster not in per_domain:
+                order.append(cluster)
+            per_domain[cluster][domain] += sign
+            if new:
+                (new_in[(cluster, domain)].add if sign > 0 else new_in[(cluster, domain)].discard)(
+                    key
+                )
+
+    for key in snapshot.shards:
+        entries[key] = masters_of(key)
+        count(key, 1)
+
+    def breaks(cluster: str) -> tuple[str | None] | None:
+        """(the domain,) holding half or more of the cluster's masters with a new one in it."""
+        counts = +per_domain[cluster]
+        if not counts:
+            return None
+        domain, most = max(counts.items(), key=lambda kv: (kv[1], str(kv[0])))
+        if 2 * most > sum(counts.values()) - 1 and new_in.get((cluster, domain)):
+            return (domain,)
+        return None
+
+    verdicts = {cluster: breaks(cluster) for cluster in order}
+    while True:
+        worst = next(((c, v[0]) for c in order if (v := verdicts[c]) is not None), None)
         if worst is None:
             return
         cluster, domain = worst
-        victim = max(k for d, k, new in masters[cluster] if d == domain and new)
+        victim = max(new_in[(cluster, domain)])
         placed_now.discard(victim)
         for m in snapshot.shards[victim]:
             if m.pod.pending:
@@ -525,6 +552,11 @@ def _keep_majorities(
                     f"greedy: placing shard {victim} would leave {level} {domain} with half or "
                     f"more of {cluster}'s masters"
                 )
+        count(victim, -1)
+        entries[victim] = masters_of(victim)
+        count(victim, 1)
+        for changed in {cluster, *(c for c, _, _ in entries[victim])}:
+            verdicts[changed] = breaks(changed)
 
 
 def _choose(state: _Cluster, rules: _Rules, member: Member, role: Role) -> Node | None:
