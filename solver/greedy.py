@@ -508,19 +508,17 @@ def _keep_majorities(
         return out
 
     per_domain: dict[str, Counter[str | None]] = defaultdict(Counter)
+    """Per cluster (in the order first met), its masters per domain."""
     new_in: dict[tuple[str, str | None], set[str]] = defaultdict(set)
-    order: list[str] = []
     entries: dict[str, list[tuple[str, str | None, bool]]] = {}
 
     def count(key: str, sign: int) -> None:
         for cluster, domain, new in entries[key]:
-            if cluster not in per_domain:
-                order.append(cluster)
             per_domain[cluster][domain] += sign
-            if new:
-                (new_in[(cluster, domain)].add if sign > 0 else new_in[(cluster, domain)].discard)(
-                    key
-                )
+            if new and sign > 0:
+                new_in[(cluster, domain)].add(key)
+            elif new:
+                new_in[(cluster, domain)].discard(key)
 
     for key in snapshot.shards:
         entries[key] = masters_of(key)
@@ -536,9 +534,9 @@ def _keep_majorities(
             return (domain,)
         return None
 
-    verdicts = {cluster: breaks(cluster) for cluster in order}
+    verdicts = {cluster: breaks(cluster) for cluster in per_domain}
     while True:
-        worst = next(((c, v[0]) for c in order if (v := verdicts[c]) is not None), None)
+        worst = next(((c, v[0]) for c, v in verdicts.items() if v is not None), None)
         if worst is None:
             return
         cluster, domain = worst

@@ -37,10 +37,13 @@ def shards(clusters: str, count: int, memory: str = "1Gi") -> list[dict[str, Any
     ]
 
 
-def zone_level(snap: Snapshot, policy: Policy) -> tuple[LevelSpec, Rooms]:
+POLICY = Policy()
+
+
+def zone_level(snap: Snapshot) -> tuple[LevelSpec, Rooms]:
     shapes = build_shapes(snap, partial=False)
-    rooms = build_rooms(snap, policy, {}, {}, shapes.kinds)
-    return zone_spec(shapes, rooms, policy, STRENGTHS, frozenset()), rooms
+    rooms = build_rooms(snap, POLICY, {}, {}, shapes.kinds)
+    return zone_spec(shapes, rooms, POLICY, STRENGTHS, frozenset()), rooms
 
 
 def uneven_zones() -> list[dict[str, Any]]:
@@ -57,8 +60,7 @@ def test_redis_clusters_of_one_shape_share_one_pattern_enumeration(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snap = snapshot(uneven_zones(), shards("xyz", 4))
-    policy = Policy()
-    spec, rooms = zone_level(snap, policy)
+    spec, rooms = zone_level(snap)
     calls: list[str] = []
     enumerate_patterns = patterns.enumerate_patterns
 
@@ -67,7 +69,7 @@ def test_redis_clusters_of_one_shape_share_one_pattern_enumeration(
         return enumerate_patterns(*args)
 
     monkeypatch.setattr(patterns, "enumerate_patterns", counted)
-    types = bundle_types(spec, rooms, policy)
+    types = bundle_types(spec, rooms, POLICY)
     assert sorted(bt.cluster for bt in types) == ["default/x", "default/y", "default/z"]
     assert len(calls) == 1
     assert all(bt.patterns == types[0].patterns and bt.patterns for bt in types)
@@ -77,16 +79,15 @@ def test_a_level_model_not_built_within_its_budget_is_unsolved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snap = snapshot(uneven_zones(), shards("xy", 3))
-    policy = Policy()
-    spec, rooms = zone_level(snap, policy)
+    spec, rooms = zone_level(snap)
     with pytest.raises(OutOfTime):
-        bundle_types(spec, rooms, policy, until=time.monotonic() - 1.0)
+        bundle_types(spec, rooms, POLICY, until=time.monotonic() - 1.0)
 
     def late(*_: Any) -> Any:
         raise OutOfTime
 
     monkeypatch.setattr(level_model, "bundle_types", late)
-    solution = solve_level(spec, rooms, policy, SolveSettings(time_limit=5.0, workers=1, seed=0))
+    solution = solve_level(spec, rooms, POLICY, SolveSettings(time_limit=5.0, workers=1, seed=0))
     assert solution.status == "UNKNOWN"
     assert solution.assignment == {}
     assert solution.unplaced_shards == {b.shard.key for b in spec.bundles}
@@ -127,10 +128,10 @@ def test_a_rack_plan_over_twice_its_bound_is_rough() -> None:
     assert _rough(10, 0, 0.0)
 
 
-def _start_checks(spec: LevelSpec, rooms: Rooms, policy: Policy) -> Counter[tuple[str, int]]:
+def _start_checks(spec: LevelSpec, rooms: Rooms) -> Counter[tuple[str, int]]:
     """The start, checked by plain arithmetic on the room tables: every bundle placed, no child
     past its room at the highest ceiling. Returns masters per (cluster, child)."""
-    types = bundle_types(spec, rooms, policy)
+    types = bundle_types(spec, rooms, POLICY)
     start = balanced_start(spec, rooms, types)
     assert start is not None
     members: Counter[tuple[int, int]] = Counter()
@@ -159,9 +160,8 @@ def test_the_start_places_every_bundle_within_room_and_spreads_masters() -> None
     """One master a node at most (rules.maxMastersPerNode): 30 nodes for 3 x 9 masters."""
     nodes = [node(f"{z}{i}", z, f"{z}-r{i % 2}", memory="32Gi") for z in "abc" for i in range(10)]
     snap = snapshot(nodes, shards("xyz", 9))
-    policy = Policy()
-    spec, rooms = zone_level(snap, policy)
-    masters = _start_checks(spec, rooms, policy)
+    spec, rooms = zone_level(snap)
+    masters = _start_checks(spec, rooms)
     slice_size = math.ceil(9 / SLICES)
     for cluster in "xyz":
         counts = [masters[(f"default/{cluster}", c)] for c in range(len(spec.children))]
@@ -172,18 +172,16 @@ def test_the_start_places_every_bundle_within_room_and_spreads_masters() -> None
 def test_no_start_where_not_every_bundle_fits() -> None:
     """Ten nodes, one master each, for twelve shards: which to leave out is the search's."""
     snap = snapshot(uneven_zones(), shards("xy", 6))
-    policy = Policy()
-    spec, rooms = zone_level(snap, policy)
-    assert balanced_start(spec, rooms, bundle_types(spec, rooms, policy)) is None
+    spec, rooms = zone_level(snap)
+    assert balanced_start(spec, rooms, bundle_types(spec, rooms, POLICY)) is None
 
 
 def test_the_start_keeps_a_small_zone_within_its_room() -> None:
     """Zone c is one 4Gi node: fewer members than an even third of the 24; the start goes
     around it rather than past it."""
     snap = snapshot(uneven_zones(), shards("xy", 4, memory="1500Mi"))
-    policy = Policy()
-    spec, rooms = zone_level(snap, policy)
+    spec, rooms = zone_level(snap)
     small = next(c for c, child in enumerate(spec.children) if child.name == "c")
     assert rooms.table(list(spec.children[small].nodes), 0)[-1] < 24 // 3
-    masters = _start_checks(spec, rooms, policy)
+    masters = _start_checks(spec, rooms)
     assert sum(masters.values()) == 8

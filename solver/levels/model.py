@@ -111,8 +111,7 @@ def solve_level(
     try:
         return _build_and_solve(spec, rooms, policy, settings, until)
     except OutOfTime:
-        unplaced_all = {b.shard.key for b in spec.bundles}
-        return LevelSolution("UNKNOWN", {}, unplaced_all, rooms.ceiling, 0, 0, 1, 1, False)
+        return _unsolved("UNKNOWN", spec, rooms.ceiling)
 
 
 def _build_and_solve(
@@ -243,12 +242,7 @@ def _build_and_solve(
     if settings.hint is not None:
         _add_hint(m, types, settings, spec)
     elif spec.level == "zone" and len(spec.bundles) >= START_FROM_BUNDLES:
-        start = balanced_start(spec, rooms, types)
-        if start is not None:
-            for key, var in m.x.items():
-                model.add_hint(var, start.get(key, 0))
-            for i, (_, b) in enumerate(m.levels):
-                model.add_hint(b, int(i == len(m.levels) - 1))
+        _add_start(m, types, spec, rooms)
 
     check_time(until)
     left = until - time.monotonic()
@@ -308,8 +302,7 @@ def _outcome(
     big, big_short = m.big, m.big_short
     status = solver.status_name(code)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        unplaced_all = {b.shard.key for b in spec.bundles}
-        return LevelSolution(status, {}, unplaced_all, t_high, 0, 0, big, big_short, False)
+        return _unsolved(status, spec, t_high, big, big_short)
     assignment, unplaced = _decode(solver, m, types)
     t_value = solver.value(m.t)
     objective = round(solver.objective_value)
@@ -326,6 +319,14 @@ def _outcome(
         big_short=big_short,
         proven=code == cp_model.OPTIMAL,
     )
+
+
+def _unsolved(
+    status: str, spec: LevelSpec, t_high: int, big: int = 1, big_short: int = 1
+) -> LevelSolution:
+    """No answer: every bundle's shard left out, at the highest ceiling."""
+    unplaced_all = {b.shard.key for b in spec.bundles}
+    return LevelSolution(status, {}, unplaced_all, t_high, 0, 0, big, big_short, False)
 
 
 def _capped(table: list[int], most: int) -> list[int]:
@@ -527,6 +528,19 @@ def _add_hint(m: _Model, types: list[BundleType], settings: SolveSettings, spec:
         chosen = below[-1] if below else None
         for t, b in m.levels:
             m.model.add_hint(b, int(t == chosen))
+
+
+def _add_start(m: _Model, types: list[BundleType], spec: LevelSpec, rooms: Rooms) -> None:
+    """balanced_start's counts as the search's start, at the highest ceiling (the room it
+    counted with); nothing where it cannot place every bundle."""
+    start = balanced_start(spec, rooms, types)
+    if start is None:
+        return
+    for key, var in m.x.items():
+        m.model.add_hint(var, start.get(key, 0))
+    top = len(m.levels) - 1
+    for i, (_, b) in enumerate(m.levels):
+        m.model.add_hint(b, int(i == top))
 
 
 def _decode(

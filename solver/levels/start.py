@@ -12,6 +12,7 @@ loaded. It is only a hint: CP-SAT keeps what is valid and improves on it.
 
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 
 from models.cluster import Role
 from solver.levels.rooms import MEMORY, Rooms
@@ -22,11 +23,25 @@ SLICES = 16
 spread over the children without a choice per bundle."""
 
 
+Counts = tuple[tuple[int, int, Role, int], ...]
+"""A pattern's (child, kind, role, members)."""
+
+
+@dataclass
+class _Demand:
+    """What a slice of ``k`` bundles on one pattern asks of each child."""
+
+    kind: Counter[tuple[int, int]] = field(default_factory=Counter)
+    master: Counter[tuple[int, int]] = field(default_factory=Counter)
+    memory: Counter[int] = field(default_factory=Counter)
+    members: Counter[int] = field(default_factory=Counter)
+    masters: Counter[int] = field(default_factory=Counter)
+
+
 class _Room:
     """What the children can still take at the highest ceiling, and what each cluster has where."""
 
     def __init__(self, spec: LevelSpec, rooms: Rooms, kinds: set[int]) -> None:
-        self.rooms = rooms
         self.kind: dict[tuple[int, int], int] = {}
         self.master: dict[tuple[int, int], int] = {}
         self.memory: list[int] = []
@@ -43,52 +58,49 @@ class _Room:
         self.masters: Counter[tuple[str, int]] = Counter()
         self.members: Counter[tuple[str, int]] = Counter()
 
-    def fits(self, counts: tuple[tuple[int, int, Role, int], ...], k: int) -> bool:
-        kind: Counter[tuple[int, int]] = Counter()
-        master: Counter[tuple[int, int]] = Counter()
-        memory: Counter[int] = Counter()
+    def demand(self, counts: Counts, k: int) -> _Demand:
+        out = _Demand()
         for c, kd, role, n in counts:
             if c == UNPLACED:
                 continue
-            kind[(c, kd)] += k * n
-            memory[c] += k * n * self.need[kd]
+            out.kind[(c, kd)] += k * n
+            out.memory[c] += k * n * self.need[kd]
+            out.members[c] += k * n
             if role is Role.MASTER:
-                master[(c, kd)] += k * n
+                out.master[(c, kd)] += k * n
+                out.masters[c] += k * n
+        return out
+
+    def fits(self, demand: _Demand) -> bool:
         return (
-            all(v <= self.kind[key] for key, v in kind.items())
-            and all(v <= self.master[key] for key, v in master.items())
-            and all(v <= self.memory[c] for c, v in memory.items())
+            all(v <= self.kind[key] for key, v in demand.kind.items())
+            and all(v <= self.master[key] for key, v in demand.master.items())
+            and all(v <= self.memory[c] for c, v in demand.memory.items())
         )
 
-    def take(self, cluster: str, counts: tuple[tuple[int, int, Role, int], ...], k: int) -> None:
-        for c, kd, role, n in counts:
-            if c == UNPLACED:
-                continue
-            self.kind[(c, kd)] -= k * n
-            self.memory[c] -= k * n * self.need[kd]
-            self.members[(cluster, c)] += k * n
-            if role is Role.MASTER:
-                self.master[(c, kd)] -= k * n
-                self.masters[(cluster, c)] += k * n
+    def take(self, cluster: str, demand: _Demand) -> None:
+        for key, v in demand.kind.items():
+            self.kind[key] -= v
+        for key, v in demand.master.items():
+            self.master[key] -= v
+        for c, v in demand.memory.items():
+            self.memory[c] -= v
+        for c, v in demand.members.items():
+            self.members[(cluster, c)] += v
+        for c, v in demand.masters.items():
+            self.masters[(cluster, c)] += v
 
-    def score(
-        self, cluster: str, counts: tuple[tuple[int, int, Role, int], ...], k: int
-    ) -> tuple[int, int, float]:
+    def score(self, cluster: str, demand: _Demand) -> tuple[int, int, float]:
         """Masters of the cluster where the master goes, its fullest child's members, the
         fullest child's load: lower is better, each after the slice."""
-        masters = 0
-        members: Counter[int] = Counter()
-        memory: Counter[int] = Counter()
-        for c, kd, role, n in counts:
-            if c == UNPLACED:
-                continue
-            members[c] += k * n
-            memory[c] += k * n * self.need[kd]
-            if role is Role.MASTER:
-                masters = max(masters, self.masters[(cluster, c)] + k)
-        fullest = max((self.members[(cluster, c)] + n for c, n in members.items()), default=0)
+        masters = max(
+            (self.masters[(cluster, c)] + n for c, n in demand.masters.items()), default=0
+        )
+        fullest = max(
+            (self.members[(cluster, c)] + n for c, n in demand.members.items()), default=0
+        )
         load = max(
-            (1 - (self.memory[c] - need) / self.memory_total[c] for c, need in memory.items()),
+            (1 - (self.memory[c] - n) / self.memory_total[c] for c, n in demand.memory.items()),
             default=0.0,
         )
         return masters, fullest, load
@@ -121,31 +133,34 @@ def balanced_start(
         for bt in types:
             if not left[bt.index]:
                 continue
-            k = _slice(bt, placing[bt.index], room, min(size[bt.index], left[bt.index]))
-            if k is None:
+            chosen = _slice(bt, placing[bt.index], room, min(size[bt.index], left[bt.index]))
+            if chosen is None:
                 return None
-            size[bt.index] = min(size[bt.index], k[0])
-            pi = k[1]
-            room.take(bt.cluster, bt.patterns[pi].counts, k[0])
-            start[(bt.index, pi)] += k[0]
-            left[bt.index] -= k[0]
+            n, pi, demand = chosen
+            size[bt.index] = min(size[bt.index], n)
+            room.take(bt.cluster, demand)
+            start[(bt.index, pi)] += n
+            left[bt.index] -= n
     return start
 
 
-def _slice(bt: BundleType, placing: list[int], room: _Room, k: int) -> tuple[int, int] | None:
-    """(bundles, pattern) of the type's next slice: the best pattern that fits ``k`` bundles,
-    or fewer where none does; None where not even one fits anywhere."""
+def _slice(
+    bt: BundleType, placing: list[int], room: _Room, k: int
+) -> tuple[int, int, _Demand] | None:
+    """(bundles, pattern, demand) of the type's next slice: the best pattern that fits ``k``
+    bundles, or fewer where none does; None where not even one fits anywhere."""
     while True:
-        best: tuple[tuple[int, int, int, float], int] | None = None
+        best: tuple[tuple[int, int, int, float], int, _Demand] | None = None
         for pi in placing:
             pattern = bt.patterns[pi]
-            if not room.fits(pattern.counts, k):
+            demand = room.demand(pattern.counts, k)
+            if not room.fits(demand):
                 continue
-            key = (pattern.cost, *room.score(bt.cluster, pattern.counts, k))
+            key = (pattern.cost, *room.score(bt.cluster, demand))
             if best is None or key < best[0]:
-                best = (key, pi)
+                best = (key, pi, demand)
         if best is not None:
-            return k, best[1]
+            return k, best[1], best[2]
         if k == 1:
             return None
         k = max(1, k // 2)
