@@ -3,6 +3,9 @@
     python -m benchmarks.cronjob [--sizes rebalance-100,rebalance,...] [--runs 3]
                                  [--time-limit S] [--survive none]
 
+``--sizes`` also takes ``zone-return:NODES``: a cluster after a zone's loss and return
+(``zone_return_cluster``), as many shards of three as nodes, 20 s.
+
 For each case of benchmarks/run.py (a careless cluster: running shards placed anywhere with room,
 masters doubled up) it runs the real command, ``python -m placer.cli rebalance -f DUMP -o json
 --time-limit L`` with the CronJob's default caps (``--max-moves 1``, every failover), in a child
@@ -17,15 +20,16 @@ leaves more than greedy's placement around the running cluster: pods placed rank
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
 from typing import Any
 
-from benchmarks.run import CASES, input_files
+from benchmarks.run import CASES, Case, input_files
 from models.kube_objects import build_snapshot, flatten
 from models.policy import Policy
-from models.synthetic import generate_cluster
+from models.synthetic import generate_cluster, node, redis_pod
 from solver.changes import change_list
 from solver.check import audit
 from solver.placement import to_plan
@@ -61,6 +65,30 @@ def carry_out(document: dict[str, Any], changes: list[dict[str, str]], policy: P
             pods[change["pod"]]["spec"]["nodeName"] = change["to"]
 
 
+def zone_return_cluster(nodes: int, shards: int, seed: int) -> dict[str, Any]:
+    """After a zone's loss and return: each shard has one member in each of three zones (each
+    on a random node of its zone), and every master is in zone a or b, where Redis promoted the
+    replicas when zone c went; zone c's members came back as replicas. Masters double up on
+    the nodes of a and b while c's nodes hold none: the CronJob's work after such a day."""
+    rng = random.Random(seed)
+    zones = ("zone-a", "zone-b", "zone-c")
+    by_zone: dict[str, list[str]] = {z: [] for z in zones}
+    items: list[dict[str, Any]] = []
+    for i in range(nodes):
+        zone = zones[i % 3]
+        name = f"node-{i:05d}"
+        by_zone[zone].append(name)
+        items.append(node(name, zone, f"{zone}-rack-{(i // 3) % 50}", "16", "64Gi"))
+    for s in range(shards):
+        master_zone = zones[rng.randrange(2)]
+        for zone in zones:
+            role = "master" if zone == master_zone else "replica"
+            name = f"redis-{s}-{zones.index(zone)}"
+            host = rng.choice(by_zone[zone])
+            items.append(redis_pod(name, "redis", str(s), role, "1", "4Gi", host))
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 def run_command(document: dict[str, Any], policy: Policy, limit: float) -> tuple[float, Any]:
     with input_files(document, policy) as (dump, policy_file):
         command = [sys.executable, "-m", "placer.cli", "rebalance", "-f", dump, "-p"]
@@ -82,11 +110,20 @@ def main() -> None:
     print(" | ".join("---" for _ in HEADERS))
     policy = Policy.model_validate({"rules": {"survive": args.survive}})
     for key in args.sizes.split(","):
-        case = CASES[key]
+        if key.startswith("zone-return"):  # zone-return:NODES
+            nodes = int(key.partition(":")[2] or 15000)
+            case = Case(f"zone return, {nodes:,} nodes / {nodes:,} running shards", nodes, 0, 0, 20)
+            document = zone_return_cluster(nodes, nodes, seed=7)
+        else:
+            case = CASES[key]
+            document = generate_cluster(
+                case.nodes,
+                case.pending_shards,
+                running_shards=case.running_shards,
+                seed=7,
+                **case.shape,
+            )
         limit = args.time_limit or case.time_limit
-        document = generate_cluster(
-            case.nodes, case.pending_shards, running_shards=case.running_shards, seed=7
-        )
         snapshot = build_snapshot(flatten([document]), policy)
         first = [v for v in audit(snapshot, policy) if v.severity == "hard"]
         total = [0, 0]

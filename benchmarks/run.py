@@ -136,6 +136,15 @@ CASES = {
     "rebalance-2000": Case(
         "rebalance 2,000 nodes / 800 running shards", 2000, 0, 800, 10, mode="rebalance"
     ),
+    "rebalance-15000": Case(
+        "rebalance 15,000 nodes / 15,000 running shards",
+        15000,
+        0,
+        15000,
+        20,
+        {"racks_per_zone": 50, "busy_fraction": 0.1},
+        mode="rebalance",
+    ),
     "rebalance-2000-pending": Case(
         "rebalance 2,000 nodes / 2,000 running + 800 pending shards",
         2000,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from models.cluster import Role
-from models.plan import Engine, Mode, Plan, Status, Unplaced
+from models.plan import Engine, Mode, Plan, Status, Unplaced, Violation
 from models.policy import Policy
 from models.snapshot import Snapshot
 from solver.changes import change_list, limit_changes, plan_after
@@ -107,8 +107,22 @@ class _Candidate:
     def rank(self) -> tuple[int, int, float]:
         assert self.plan is not None and self.verdict is not None
         verdict = self.capped or self.verdict
-        hard = sum(1 for v in verdict.violations if v.severity == "hard")
+        hard = sum(_hard_weight(v) for v in verdict.violations if v.severity == "hard")
         return (len(self.plan.unplaced), hard, float(verdict.terms.get("total", 0.0)))
+
+
+PILE_UPS = frozenset({"master-exclusivity", "shard-spread"})
+
+
+def _hard_weight(violation: Violation) -> int:
+    """How much of a hard violation there is. A pile-up on one node (masters there, or one
+    shard's members on a host) counts each pod beyond the first: a plan that thins a pile of
+    three masters to two ranks above one that leaves it, though both leave one violation. A
+    run that may move only a little (the CronJob's caps) thins a pile one run at a time, and
+    counted as one violation either way that progress lost the ranking to changing nothing."""
+    if violation.rule in PILE_UPS:
+        return max(1, len(violation.pods) - 1)
+    return 1
 
 
 @dataclass
@@ -766,6 +780,8 @@ def _rebalance(
     the whole cluster's model would not even be built within the budget. Its bound then speaks
     of that part only: the third item names that part (None when the bound is the whole's).
     """
+    if until - time.monotonic() <= 0.1:
+        return None  # building the model alone takes seconds on a large cluster
     problem = build_problem(snapshot, policy, "rebalance", max_variables=None)
     size = sum(len(g.candidates) * len(g.roles) for g in problem.groups)
     if size > REBALANCE_WHOLE and at_fault:

@@ -61,3 +61,30 @@ def test_a_surviving_placement_needs_no_changes(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["rebalance", "-f", str(path), "--max-moves", "0"])
     assert "survival broken" not in result.output
     assert "no changes needed" in result.output, result.output
+
+
+def test_a_mend_not_worked_out_in_time_says_so() -> None:
+    """With the command's time spent, the mend is not solved for (a solve of the whole cluster
+    would run past the limit): the row says the time ran out, never that nothing mends it."""
+    import time
+
+    from models.kube_objects import build_snapshot
+    from models.policy import Policy
+    from placer.rebalance.command import OUT_OF_TIME_MEND, _survival_left
+
+    policy = Policy()
+    nodes = [node(f"{z}{i}", f"zone-{z}", f"zone-{z}-r{i}") for z in ZONES for i in (0, 1)]
+    pods = [
+        redis_pod("s0-0", "cache", 0, "master", node="a0"),
+        redis_pod("s0-1", "cache", 0, "replica", node="a1"),
+        redis_pod("s1-0", "cache", 1, "master", node="b0"),
+        redis_pod("s1-1", "cache", 1, "replica", node="c0"),
+        redis_pod("s2-0", "cache", 2, "master", node="c1"),
+        redis_pod("s2-1", "cache", 2, "replica", node="b1"),
+    ]
+    snapshot = build_snapshot([*nodes, *pods], policy)
+    late = _survival_left(snapshot, policy, [], (0, None), time.monotonic() - 1, 0.2)
+    zone = next(row for row in late if row["level"] == "zone")
+    assert zone["mend"] == OUT_OF_TIME_MEND
+    in_time = _survival_left(snapshot, policy, [], (0, None), time.monotonic() + 30, 0.2)
+    assert "--max-moves 1" in next(r for r in in_time if r["level"] == "zone")["mend"]

@@ -16,6 +16,7 @@ from placer.inputs.content import require_running
 from placer.output import render
 from solver.check import audit as audit_violations
 from solver.check import evaluate_objective, keep_plan, master_quorum_warnings, worst_domain_loss
+from solver.collector import collector_paused
 from solver.survival import survival_verdicts
 
 
@@ -27,6 +28,7 @@ from solver.survival import survival_verdicts
 @with_source
 @namespace_option
 @output_option
+@collector_paused()  # one run, then exit: no cycles worth a walk of every pod
 def command(
     file: str | None,
     policy_path: str | None,

@@ -26,6 +26,7 @@ from placer.commands.options import (
 from placer.inputs.content import ALLOW
 from placer.output import render
 from solver.check import final_placement, keep_plan, master_quorum_warnings
+from solver.collector import collector_paused
 from solver.drill import (
     Outage,
     absent_nodes,
@@ -252,6 +253,7 @@ def _emit(
     help="File holding the Redis password.",
 )
 @output_option
+@collector_paused()  # one run, then exit: no cycles worth a walk of every pod
 def command(
     file: str | None,
     policy_path: str | None,

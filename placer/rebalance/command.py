@@ -27,6 +27,7 @@ from placer.commands.options import (
     load_live_inputs,
     namespace_option,
     output_option,
+    overrun,
     time_limit_option,
     with_source,
 )
@@ -45,6 +46,7 @@ from placer.redis.reading import access_warnings, reading_warnings, roles_docume
 from solver.changes import after_changes, change_list, limit_changes
 from solver.check import audit as audit_violations
 from solver.check import keep_plan, master_quorum_warnings
+from solver.collector import collector_paused
 from solver.survival import survival_verdicts
 
 if TYPE_CHECKING:  # Redis is imported only when a run talks to it
@@ -144,6 +146,7 @@ def make_adapter(kubeconfig: str | None, context: str | None) -> Any:
 )
 @output_option
 @time_limit_option()
+@collector_paused()  # one run, then exit: no cycles worth a walk of every pod
 def command(
     file: str | None,
     policy_path: str | None,
@@ -183,6 +186,7 @@ def command(
             policy, snapshot, adapter = load_live_inputs(
                 policy_path, context, kubeconfig, allow_empty, make_adapter, namespace=namespace
             )
+        read = time.monotonic()
         if not allow_empty:
             require_running(snapshot, file or "cluster")
         port = redis_port or policy.redis.port
@@ -229,7 +233,9 @@ def command(
         # After the solve: two audits of what the changes leave, the quorum warnings and the
         # report; timed by this audit on the machine as loaded as it is now.
         reserve = max(_report_reserve(snapshot), 3 * (time.monotonic() - audit_began))
-        deadline = deadline_of(started, time_limit, policy, snapshot) - reserve
+        end = deadline_of(started, time_limit, policy, snapshot)
+        deadline = end - reserve
+        solve_began = time.monotonic()
         plan = solve(
             snapshot,
             policy,
@@ -237,6 +243,7 @@ def command(
             SolveOptions(deadline=deadline, progress=progress, caps=Caps(max_moves, max_failovers)),
         )
         progress("auditing the changes", None, None)
+        solve_took = time.monotonic() - solve_began
         planned = change_list(plan, snapshot)
         changes = limit_changes(planned, max_failovers, max_moves)
         after = after_changes(snapshot, policy, plan, changes)
@@ -245,7 +252,8 @@ def command(
         after_rows = with_reasons(snapshot, plan, after, whole, (max_moves, max_failovers))
     skipped = input_issues(snapshot)
     warnings = master_quorum_warnings(snapshot, policy)
-    broken = _survival_left(snapshot, policy, changes, max_moves, max_failovers, deadline)
+    broken = _survival_left(snapshot, policy, changes, (max_moves, max_failovers), end, solve_took)
+    late = overrun(started, read, time_limit, policy)  # the plan's time; applying it is not in it
     result: dict[str, Any] = {
         "apply": apply_,
         "roles": roles_document("redis" if reading else "labels", reading, roles_note),
@@ -335,24 +343,36 @@ def command(
 
         record_survival(adapter, broken)
     code = exit_code(skipped=skipped, unplaced=False, hard=bool(remaining_hard))
-    notes = [*warnings, roles_note] if roles_note else warnings
+    notes = [*warnings, *late, *([roles_note] if roles_note else [])]
     finish([*skipped, *access_warnings(dial), *reading_warnings(reading)], notes, code)
 
 
 LEVEL_ORDER = ("zone", "rack", "host")
+MEND_LOOK_SECONDS = 0.5
+"""The least time left in which the mend of a broken level is worked out (a small cluster's
+solve takes less than this)."""
+OUT_OF_TIME_MEND = (
+    "not worked out: the time limit ran out first (give --time-limit more seconds to count the "
+    "moves that would mend it)"
+)
 
 
 def _survival_left(
     snapshot: Snapshot,
     policy: Any,
     changes: list[Any],
-    max_moves: int,
-    max_failovers: int | None,
-    deadline: float,
+    caps: tuple[int, int | None],
+    end: float,
+    solve_took: float,
 ) -> list[dict[str, Any]]:
     """With no change planned: each level whose one-domain loss would still take a shard or a
     master majority, and what would mend it (the moves a plan with moves allowed makes, and the
-    flag that allows them). Empty when the placement survives, or changes are planned."""
+    flag that allows them). Empty when the placement survives, or changes are planned.
+
+    Working out the mend is a solve of its own, of the same cluster: it is tried only while
+    what is left before ``end`` (the command's limit) is at least what the run's own solve
+    took (``solve_took``); otherwise the row says the time ran out, not that nothing mends it."""
+    max_moves, max_failovers = caps
     if changes:
         return []
     from solver.changes import change_list
@@ -372,7 +392,10 @@ def _survival_left(
         for v in sorted(broken, key=lambda v: LEVEL_ORDER.index(v.level)):
             if v.cannot_survive:
                 continue
-            left = max(2.0, deadline - time.monotonic())  # a short look even past the limit
+            left = end - time.monotonic()
+            if left < max(solve_took, MEND_LOOK_SECONDS):
+                mends[v.level] = OUT_OF_TIME_MEND
+                continue
             rules = policy.rules.model_copy(update={"survive": v.level})
             strict = policy.model_copy(update={"rules": rules})
             plan = solve(
