@@ -197,3 +197,24 @@ def test_a_plan_that_moves_a_master_as_it_stands_is_carried_out_with_the_failove
     # r-0-1 (now master) shares nothing with a replica at the host level: judged as it stands.
     assert not [v for v in carried.violations if v.severity == "hard"]
     assert guarded_plan(snapshot, Policy(), carried) == carried  # nothing left to guard
+
+
+def test_a_run_past_its_time_limit_still_fails_over_and_says_it_was_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose limit was spent before it solved (here: begun 100 s ago, 30 s allowed): the
+    failovers (one flow, no data moved) are still planned, and stderr says the run was late."""
+    import time
+
+    import placer.rebalance.command as rebalance_command
+
+    monkeypatch.setattr(rebalance_command, "command_started", lambda: time.monotonic() - 100)
+    result = CliRunner().invoke(
+        main, ["rebalance", "-f", dump(tmp_path), "-o", "json", "--time-limit", "30"]
+    )
+    report = json.loads(result.stdout)
+    assert [c["kind"] for c in report["changes"]] == ["failover"]
+    assert "beyond its 30 s time limit" in result.stderr
+    monkeypatch.undo()
+    on_time = CliRunner().invoke(main, ["rebalance", "-f", dump(tmp_path), "--time-limit", "30"])
+    assert "time limit" not in on_time.output

@@ -13,7 +13,7 @@ from tests.kube_dicts import node, redis_pod
 ZONES = ("a", "b", "c")
 
 
-def _dump(tmp_path: Path) -> str:
+def _objects() -> list[dict[str, object]]:
     """Shard 0 lies wholly inside zone a (both members); shards 1 and 2 are spread."""
     nodes = [node(f"{z}{i}", f"zone-{z}", f"zone-{z}-r{i}") for z in ZONES for i in (0, 1)]
     pods = [
@@ -24,8 +24,12 @@ def _dump(tmp_path: Path) -> str:
         redis_pod("s2-0", "cache", 2, "master", node="c1"),
         redis_pod("s2-1", "cache", 2, "replica", node="b1"),
     ]
+    return [*nodes, *pods]
+
+
+def _dump(tmp_path: Path) -> str:
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump({"kind": "List", "items": [*nodes, *pods]}))
+    path.write_text(yaml.safe_dump({"kind": "List", "items": _objects()}))
     return str(path)
 
 
@@ -73,16 +77,7 @@ def test_a_mend_not_worked_out_in_time_says_so() -> None:
     from placer.rebalance.command import OUT_OF_TIME_MEND, _survival_left
 
     policy = Policy()
-    nodes = [node(f"{z}{i}", f"zone-{z}", f"zone-{z}-r{i}") for z in ZONES for i in (0, 1)]
-    pods = [
-        redis_pod("s0-0", "cache", 0, "master", node="a0"),
-        redis_pod("s0-1", "cache", 0, "replica", node="a1"),
-        redis_pod("s1-0", "cache", 1, "master", node="b0"),
-        redis_pod("s1-1", "cache", 1, "replica", node="c0"),
-        redis_pod("s2-0", "cache", 2, "master", node="c1"),
-        redis_pod("s2-1", "cache", 2, "replica", node="b1"),
-    ]
-    snapshot = build_snapshot([*nodes, *pods], policy)
+    snapshot = build_snapshot(_objects(), policy)
     late = _survival_left(snapshot, policy, [], (0, None), time.monotonic() - 1, 0.2)
     zone = next(row for row in late if row["level"] == "zone")
     assert zone["mend"] == OUT_OF_TIME_MEND
