@@ -577,6 +577,8 @@ def _baseline(snapshot: Snapshot, policy: Policy, mode: Mode) -> Placement:
         if m.pod.node_name:
             current.node[m.key] = m.pod.node_name
             current.role[m.key] = m.role or Role.REPLICA
+    if not snapshot.pending:
+        return current  # nothing for greedy to place (its set-up alone: 0.8 s at 45,000 pods)
     return greedy_placement(snapshot, policy, start=current)
 
 
