@@ -112,7 +112,8 @@ def main() -> None:
     for key in args.sizes.split(","):
         if key.startswith("zone-return"):  # zone-return:NODES
             nodes = int(key.partition(":")[2] or 15000)
-            case = Case(f"zone return, {nodes:,} nodes / {nodes:,} running shards", nodes, 0, 0, 20)
+            name = f"zone return, {nodes:,} nodes / {nodes:,} running shards"
+            case = Case(name, nodes, 0, nodes, 20, mode="rebalance")
             document = zone_return_cluster(nodes, nodes, seed=7)
         else:
             case = CASES[key]

@@ -142,8 +142,8 @@ class _State:
                 self.load[self.node[master]] += 1
         self.moved: set[str] = set()
         self.reserved: set[str] = set()
-        self._slots: list[Node] | None = None
         """Nodes a replica was moved to so that the next run can make it master there."""
+        self._slots: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ failovers
 
@@ -178,7 +178,7 @@ class _State:
         mine = {s: k for s, k in self.master.items() if self.node[k] in self.nodes}
         current = {s: Seat(k, self.node[k]) for s, k in mine.items()}
         options = {s: [Seat(m.key, self.node[m.key]) for m in self._eligible(s)] for s in mine}
-        held = Counter(seat.node for seat in current.values())
+        held = Counter(now.node for now in current.values())
         room = {n: self.cap - (self.load[n] - held[n]) for n in self.nodes}
         chosen = seat(options, current, room)
         count = 0
@@ -288,7 +288,7 @@ class _State:
                 "no room: every node holds as many masters as rules.maxMastersPerNode allows "
                 "(pending masters placed by greedy included)"
             )
-        slots = {n.name for n in self.slots()} if for_master else None
+        slots = self.slots() if for_master else None
         best: dict[tuple[int, int], Node] = {}
         for _, name in self.by_room:
             if slots is not None and name not in slots:
@@ -328,10 +328,13 @@ class _State:
             rule += " or required replica-separation"
         return None, f"the rules: every node with room for {member.key} breaks {rule}"
 
-    def slots(self) -> list[Node]:
-        """Nodes below the master cap (a replica moved there can be promoted next run)."""
+    def slots(self) -> frozenset[str]:
+        """Nodes below the master cap (a replica moved there can be promoted next run), as they
+        were at the first move that asked: named once, not once per move."""
         if self._slots is None:
-            self._slots = [n for n in self.snapshot.nodes if self.load[n.name] < self.cap]
+            self._slots = frozenset(
+                n.name for n in self.snapshot.nodes if self.load[n.name] < self.cap
+            )
         return self._slots
 
     def _apart_at(self, shard: str, member: Member, node: Node) -> bool:

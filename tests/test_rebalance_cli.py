@@ -1,12 +1,14 @@
 """``redis-placer rebalance`` dry run: the change list, cheapest first."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+import placer.rebalance.command as rebalance_command
 from models.kube_objects import build_snapshot
 from models.plan import Plan
 from models.policy import Policy
@@ -204,10 +206,6 @@ def test_a_run_past_its_time_limit_still_fails_over_and_says_it_was_late(
 ) -> None:
     """A run whose limit was spent before it solved (here: begun 100 s ago, 30 s allowed): the
     failovers (one flow, no data moved) are still planned, and stderr says the run was late."""
-    import time
-
-    import placer.rebalance.command as rebalance_command
-
     monkeypatch.setattr(rebalance_command, "command_started", lambda: time.monotonic() - 100)
     result = CliRunner().invoke(
         main, ["rebalance", "-f", dump(tmp_path), "-o", "json", "--time-limit", "30"]

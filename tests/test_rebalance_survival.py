@@ -2,12 +2,16 @@
 what is broken and, with moves off, how many moves would mend it and the flag that allows them."""
 
 import json
+import time
 from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
 
+from models.kube_objects import build_snapshot
+from models.policy import Policy
 from placer.cli import main
+from placer.rebalance.command import OUT_OF_TIME_MEND, _survival_left
 from tests.kube_dicts import node, redis_pod
 
 ZONES = ("a", "b", "c")
@@ -70,12 +74,6 @@ def test_a_surviving_placement_needs_no_changes(tmp_path: Path) -> None:
 def test_a_mend_not_worked_out_in_time_says_so() -> None:
     """With the command's time spent, the mend is not solved for (a solve of the whole cluster
     would run past the limit): the row says the time ran out, never that nothing mends it."""
-    import time
-
-    from models.kube_objects import build_snapshot
-    from models.policy import Policy
-    from placer.rebalance.command import OUT_OF_TIME_MEND, _survival_left
-
     policy = Policy()
     snapshot = build_snapshot(_objects(), policy)
     late = _survival_left(snapshot, policy, [], (0, None), time.monotonic() - 1, 0.2)
