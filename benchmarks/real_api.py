@@ -3,7 +3,7 @@
     KUBEBUILDER_ASSETS=/path/to/binaries python -m benchmarks.real_api --nodes 1000 --shards 500
         [--members 3] [--creators 16] [--runs stock,bind,gate,raw] [--raw-pods 600]
         [--binder-arg=--solver=greedy ...] [--workdir DIR] [--profile DIR] [--plane-per-run]
-        [--rounds N]
+        [--rounds N] [--placer-cpus 1]
 
 The control plane of the end-to-end tests (etcd, kube-apiserver, kube-scheduler from
 ``KUBEBUILDER_ASSETS``) is started, ``--nodes`` Ready nodes are created (three zones, racks of
@@ -24,6 +24,11 @@ what an earlier one left in etcd and the API server's caches):
   they carry no role label (the solver picks each shard's master) and no affinity;
 - ``gate``: the pods are created with the placement gate, the binder pins them and lifts the
   gate, kube-scheduler binds them;
+- ``backlog``: bind mode on pods that exist before the binder does: every pod is created first,
+  then the binder is started (a binder back after an outage, or a new leader, finding a
+  backlog); its pods/s count from the moment its log says it took the Lease, so the creators
+  share no second of it with the binder, and weigh it against the API server's own Binding rate
+  with nothing else running;
 - ``trivial``: ``benchmarks.trivial_binder``, a process that binds each pod the moment its watch
   shows it (round-robin over the nodes, 32 threads, no decision): the most any placer in its
   own process can do with this arrival;
@@ -52,11 +57,17 @@ nothing at all reaches beside the same creators), and bind mode's as a share of 
 no-decision placer's, each with how many rounds reached 80 %. The machine's own speed drifts
 from one minute to the next (the API server's CPU for the same 1,500 creates and Bindings was
 3.1 to 5.9 s in nine runs of one hour), so only rounds weigh one placer against the other.
+``--placer-cpus 1`` runs the placers (the binder, the no-decision placer and kube-scheduler) on
+CPU 1 and everything else (etcd, the API server, the controller manager, the creators, this
+process's watch and raw Bindings) on the other CPUs: a placer on a node of its own, as a
+binder's Deployment runs in a cluster, instead of taking its CPU from the API server and the
+creators it is measured against.
 ``--profile DIR`` records where the binder holds the GIL (py-spy, which must be installed) into
 DIR, as collapsed stacks.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -74,6 +85,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +156,7 @@ def pod_body(mode: str, shard: int, index: int, members: int) -> dict[str, Any]:
     if mode == "stock":
         labels[POLICY.labels.role] = "master" if index == 0 else "replica"
         spec.update(stock_rules(shard, index == 0))
-    elif mode == "bind":
+    elif mode in ("bind", "backlog"):
         spec["schedulerName"] = POLICY.scheduler_name
     elif mode == "gate":
         spec["schedulingGates"] = [{"name": PLACEMENT_GATE}]
@@ -309,6 +321,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pin(pid: int, cpus: frozenset[int] | None) -> None:
+    """Every thread of process ``pid`` onto ``cpus`` (threads it starts later inherit it from
+    theirs); None leaves it where it is."""
+    if cpus is None:
+        return
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+
+
 QUIET_CORES = 0.25
 """A plane is quiet when it, and the placer about to run, use less than this many cores."""
 QUIET_WAIT_SECONDS = 60.0
@@ -376,12 +398,34 @@ def _children_cpu() -> float:
 
 
 _SHUTDOWN_WRITES = re.compile(r"background writes at shutdown: (.*)$", re.MULTILINE)
+_LEADS = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ placer\.kube\.leader .* leads ", re.MULTILINE
+)
+
+
+def led_at(log: str) -> float | None:
+    """When the binder's log first says it took the Lease, in seconds since the epoch (its
+    lines carry the local time, to the millisecond); None if it never did."""
+    found = _LEADS.search(log)
+    if found is None:
+        return None
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def start_binder(
-    plane: ControlPlane, mode: str, extra: list[str], workdir: Path, profile: Path | None
+    plane: ControlPlane,
+    mode: str,
+    extra: list[str],
+    workdir: Path,
+    profile: Path | None,
+    name: str | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> Binder:
-    log_path = workdir / f"binder-{mode}.log"
+    """``redis-placer binder --enforce mode``, once it leads and has listed the cluster;
+    ``name`` (default: the mode) names its log, its profile and its identity; ``cpus`` (the
+    ``--placer-cpus``) the cores it runs on."""
+    name = name or mode
+    log_path = workdir / f"binder-{name}.log"
     args = [
         sys.executable,
         "-m",
@@ -397,11 +441,12 @@ def start_binder(
         "0",
         *extra,
     ]
-    env = {**os.environ, "POD_NAME": f"bench-binder-{mode}", "NO_PROXY": "127.0.0.1,localhost"}
+    env = {**os.environ, "POD_NAME": f"bench-binder-{name}", "NO_PROXY": "127.0.0.1,localhost"}
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
         )
+    pin(process.pid, cpus)
     binder = Binder(process, log_path)
     deadline = time.monotonic() + 60
     while "leads" not in binder.log() or binder.log().count("cache resynced") < 2:
@@ -415,7 +460,7 @@ def start_binder(
             raise RuntimeError("--profile needs py-spy on the PATH (pip install py-spy)")
         binder.profiler = subprocess.Popen(
             [spy, "record", "--pid", str(process.pid), "--format", "raw", "--gil",
-             "--rate", "100", "--output", str(profile / f"binder-{mode}.txt")],
+             "--rate", "100", "--output", str(profile / f"binder-{name}.txt")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -423,7 +468,9 @@ def start_binder(
     return binder
 
 
-def start_trivial(plane: ControlPlane, namespace: str, workdir: Path) -> Binder:
+def start_trivial(
+    plane: ControlPlane, namespace: str, workdir: Path, cpus: frozenset[int] | None = None
+) -> Binder:
     """``benchmarks.trivial_binder`` on the run's namespace: bound as seen, no decision."""
     log_path = workdir / "binder-trivial.log"
     args = [
@@ -435,6 +482,7 @@ def start_trivial(plane: ControlPlane, namespace: str, workdir: Path) -> Binder:
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
         )
+    pin(process.pid, cpus)
     binder = Binder(process, log_path)
     deadline = time.monotonic() + 60
     while "ready" not in binder.log():
@@ -583,10 +631,12 @@ def run_placer(
     namespace = f"bench-{mode}-{int(time.time())}"
     create_namespace(api, namespace)
     binder = None
+    backlog = mode == "backlog"  # the binder starts once every pod exists
+    cpus = args.placer_cpus
     if mode in ("bind", "gate"):
-        binder = start_binder(plane, mode, args.binder_arg, workdir, args.profile)
+        binder = start_binder(plane, mode, args.binder_arg, workdir, args.profile, cpus=cpus)
     elif mode == "trivial":
-        binder = start_trivial(plane, namespace, workdir)
+        binder = start_trivial(plane, namespace, workdir, cpus)
     total = args.shards * args.members
     times = PodTimes(adapter, namespace).start()
     settled = wait_quiet(plane, binder)
@@ -602,6 +652,15 @@ def run_placer(
             core, namespace, mode, args.shards, args.members, args.creators, times
         )
         created_s = time.monotonic() - started
+        if backlog:
+            monotonic_at_epoch = time.time() - time.monotonic()
+            binder = start_binder(plane, "bind", args.binder_arg, workdir, args.profile, mode, cpus)
+            led = led_at(binder.log())
+            if led is None:
+                raise RuntimeError(
+                    f"backlog: the binder's log never says it leads:\n{binder.log()[-3000:]}"
+                )
+            started = led - monotonic_at_epoch  # its pods/s count from when it could act
         done = times.wait_bound(total, args.timeout)
         load_end = os.getloadavg()[0]
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_of(plane, binder).items()}
@@ -610,7 +669,7 @@ def run_placer(
         times.stop()
         lifetime = binder.stop() if binder is not None else None
     log = binder.log() if binder is not None else ""
-    to_exit = lifetime - cpu_before["binder"] if lifetime is not None else None
+    to_exit = lifetime - cpu_before.get("binder", 0.0) if lifetime is not None else None
     shutdown = _SHUTDOWN_WRITES.search(log)
     solves = [line.split(" solve ", 1)[1] for line in log.splitlines() if " solve batch=" in line]
     bound_at = dict(times.bound)
@@ -618,8 +677,9 @@ def run_placer(
     by_shard: dict[str, list[str]] = defaultdict(list)
     for name in times.created:
         by_shard[name.rsplit("-", 1)[0]].append(name)
-    latencies = [
-        min(bound_at[n] for n in names if n in bound_at) - max(times.created[n] for n in names)
+    latencies = [  # from when the shard was whole and its placer could act
+        min(bound_at[n] for n in names if n in bound_at)
+        - max(started, *(times.created[n] for n in names))
         for names in by_shard.values()
         if any(n in bound_at for n in names)
     ]
@@ -654,7 +714,8 @@ def run_placer(
         violations=violation_lines(judged.violations, dict(times.batches)),
     )
     print(
-        f"{mode}: {len(bound_at)}/{total} bound in {seconds:.1f} s ({created_s:.1f} s creating)"
+        f"{mode}: {len(bound_at)}/{total} bound in {seconds:.1f} s "
+        f"({'from the Lease taken, after ' if backlog else ''}{created_s:.1f} s creating)"
         f"{'' if done else ' (timed out)'}; {len(solves)} solves",
         flush=True,
     )
@@ -787,6 +848,7 @@ LABELS = {
     "bind": "binder, bind mode",
     "gate": "binder + kube-scheduler, gate mode",
     "trivial": "no decision: bound as seen, 32 threads",
+    "backlog": "binder, bind mode, pods already pending",
 }
 CREATORS_NOTE = "the --creators threads (nothing else running)"
 
@@ -799,14 +861,17 @@ def against_targets(results: list[RunResult], rates: RawRates | None = None) -> 
     placers' exit, with the writes deferred past it)."""
     by_mode = {r.mode: r for r in results}
     lines = []
-    bind = by_mode.get("bind")
-    if bind is not None and rates is not None and rates.binds:
-        shares = ", ".join(
-            f"{bind.pods_per_second / rate:.0%} of {rate:.0f}/s with {threads} "
+
+    def shares(pods_per_second: float, binds: dict[int, float]) -> str:
+        return ", ".join(
+            f"{pods_per_second / rate:.0%} of {rate:.0f}/s with {threads} "
             f"thread{'s' if threads > 1 else ''}"
-            for threads, rate in sorted(rates.binds.items())
+            for threads, rate in sorted(binds.items())
             if rate > 0
         )
+
+    bind = by_mode.get("bind")
+    if bind is not None and rates is not None and rates.binds:
         stock_pods = by_mode["stock"].pods_per_second if "stock" in by_mode else 0.0
         against_stock = (
             f" ({bind.pods_per_second / stock_pods:.1f}x stock's {stock_pods:.1f})"
@@ -815,7 +880,14 @@ def against_targets(results: list[RunResult], rates: RawRates | None = None) -> 
         )
         lines.append(
             f"bind against the API server's own Bindings: {bind.pods_per_second:.1f} pods/s"
-            f"{against_stock} = {shares}"
+            f"{against_stock} = {shares(bind.pods_per_second, rates.binds)}"
+        )
+    backlog = by_mode.get("backlog")
+    if backlog is not None and rates is not None and rates.binds:
+        lines.append(
+            f"bind on pods already pending, from the Lease taken, against the API server's own "
+            f"Bindings: {backlog.pods_per_second:.1f} pods/s = "
+            f"{shares(backlog.pods_per_second, rates.binds)}"
         )
     trivial = by_mode.get("trivial")
     one_thread = rates.binds.get(1, 0.0) if rates is not None else 0.0
@@ -877,15 +949,19 @@ def across_rounds(rounds: list[Round]) -> list[str]:
 
     bind_share: list[float] = []
     trivial_share: list[float] = []
+    backlog_share: list[float] = []
     bind_of_trivial: list[float] = []
     for results, rates in rounds:
         one_thread = rates.binds.get(1, 0.0) if rates is not None else 0.0
         bind = pods_per_second(results, "bind")
         trivial = pods_per_second(results, "trivial")
+        backlog = pods_per_second(results, "backlog")
         if one_thread > 0 and bind is not None:
             bind_share.append(bind / one_thread)
         if one_thread > 0 and trivial is not None:
             trivial_share.append(trivial / one_thread)
+        if one_thread > 0 and backlog is not None:
+            backlog_share.append(backlog / one_thread)
         if bind is not None and trivial:
             bind_of_trivial.append(bind / trivial)
     lines = []
@@ -897,6 +973,13 @@ def across_rounds(rounds: list[Round]) -> list[str]:
         )
     if bind_of_trivial:
         lines.append(line("bind mode, share of the round's no-decision placer", bind_of_trivial))
+    if backlog_share:
+        lines.append(
+            line(
+                "bind mode on pods already pending, share of the round's 1-thread Binding rate",
+                backlog_share,
+            )
+        )
     return lines
 
 
@@ -972,6 +1055,9 @@ def plane_with_nodes(
     print(f"control plane in {folder} (load {os.getloadavg()[0]:.2f})", flush=True)
     plane.start()
     try:
+        for process in plane.processes:
+            if process.name == "kube-scheduler" and process.popen is not None:
+                pin(process.popen.pid, args.placer_cpus)  # the stock run's placer
         api = api_client(plane, pool=64)
         create_namespace(api, LEASE_NAMESPACE)
         started = time.monotonic()
@@ -980,6 +1066,25 @@ def plane_with_nodes(
         yield plane, api
     finally:
         plane.stop()
+
+
+def placer_cpus(parser: argparse.ArgumentParser, given: str | None) -> frozenset[int] | None:
+    """``--placer-cpus``, checked; this process (and so the control plane and the creators it
+    starts) moves to the other CPUs it may use."""
+    if given is None:
+        return None
+    usable = os.sched_getaffinity(0)
+    try:
+        cpus = frozenset(int(c) for c in given.split(",") if c.strip())
+    except ValueError:
+        parser.error(f"--placer-cpus: {given!r} is not a list of CPU numbers")
+    if not cpus or not cpus < usable:
+        parser.error(
+            f"--placer-cpus: {given!r} must name some, not all, of the CPUs this process may "
+            f"use ({', '.join(map(str, sorted(usable)))})"
+        )
+    os.sched_setaffinity(0, usable - cpus)
+    return cpus
 
 
 def main() -> None:
@@ -1010,7 +1115,15 @@ def main() -> None:
         "--rounds", type=int, default=1, help="repeat --runs this many times, in turn"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--placer-cpus",
+        default=None,
+        help="run the placers (binder, no-decision placer, kube-scheduler) on these CPUs, e.g. "
+        "1, and the control plane and the benchmark on the others: a placer on a node of its "
+        "own, as in a cluster, not beside the API server",
+    )
     args = parser.parse_args()
+    args.placer_cpus = placer_cpus(parser, args.placer_cpus)
     assets = find_assets()
     if assets is None:
         parser.error("set KUBEBUILDER_ASSETS to a folder with etcd, kube-apiserver, kube-scheduler")

@@ -1,12 +1,21 @@
 """The real-API benchmark's comparisons, from its runs' results (no control plane needed)."""
 
+import argparse
+import os
+from datetime import datetime
 from typing import Any
+
+import pytest
 
 from benchmarks.real_api import (
     RawRates,
+    Round,
     RunResult,
     across_rounds,
     against_targets,
+    led_at,
+    pin,
+    placer_cpus,
     violation_lines,
 )
 from models.plan import Violation
@@ -94,6 +103,36 @@ def test_rounds_are_weighed_each_against_its_own_binding_rate_and_no_decision_pl
     assert across_rounds([([_run("bind")], None)]) == []  # nothing to weigh it against
 
 
+def test_bind_mode_on_pods_already_pending_is_weighed_against_the_binding_rate() -> None:
+    rates = RawRates(binds={1: 480.0, 8: 821.0})
+    lines = against_targets([_run("backlog", pods_per_second=514.0)], rates)
+    assert lines == [
+        "bind on pods already pending, from the Lease taken, against the API server's own "
+        "Bindings: 514.0 pods/s = 107% of 480/s with 1 thread, 63% of 821/s with 8 threads"
+    ]
+    assert against_targets([_run("backlog", pods_per_second=514.0)]) == []  # no raw run
+    rounds: list[Round] = [
+        ([_run("backlog", pods_per_second=514.0)], rates),
+        ([_run("backlog", pods_per_second=350.0)], RawRates(binds={1: 500.0})),
+    ]
+    assert across_rounds(rounds) == [
+        "bind mode on pods already pending, share of the round's 1-thread Binding rate: "
+        "107%, 70% (80% or more in 1 of 2)"
+    ]
+
+
+def test_the_backlog_run_counts_from_the_line_where_the_binder_took_the_lease() -> None:
+    log = (
+        "2026-12-07 02:10:01,004 INFO placer.binder.command binder run ab12: identity x, "
+        "lease redis-placer/redis-placer-binder, leader election on\n"
+        "2026-12-07 02:10:01,250 INFO placer.kube.leader leader election: x leads "
+        "redis-placer-binder\n"
+        "2026-12-07 02:10:09,000 INFO placer.kube.leader leader election: x leads again\n"
+    )
+    assert led_at(log) == datetime(2026, 12, 7, 2, 10, 1, 250_000).timestamp()
+    assert led_at(log.splitlines()[0]) is None  # it never led: the run says so, not 0
+
+
 def test_each_violation_names_the_binder_batch_that_placed_its_pods() -> None:
     zone = Violation(
         rule="replica-separation",
@@ -113,3 +152,27 @@ def test_each_violation_names_the_binder_batch_that_placed_its_pods() -> None:
     ]
     stock = violation_lines([zone], {})
     assert stock[0].endswith("(bench-7-2 in no binder batch, bench-7-0 in no binder batch)")
+
+
+@pytest.mark.parametrize("given", ["x", "", ",", "0,y"])
+def test_placer_cpus_that_are_not_cpu_numbers_are_refused(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        placer_cpus(argparse.ArgumentParser(prog="real_api"), given)
+    assert "--placer-cpus" in capsys.readouterr().err
+
+
+def test_placer_cpus_must_leave_the_control_plane_a_cpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    usable = os.sched_getaffinity(0)
+    every = ",".join(map(str, sorted(usable)))
+    with pytest.raises(SystemExit):
+        placer_cpus(argparse.ArgumentParser(prog="real_api"), every)  # none left for the plane
+    with pytest.raises(SystemExit):
+        placer_cpus(argparse.ArgumentParser(prog="real_api"), str(max(usable) + 1))  # not ours
+    assert os.sched_getaffinity(0) == usable  # a refusal moves nothing
+    assert placer_cpus(argparse.ArgumentParser(prog="real_api"), None) is None
+    pin(os.getpid(), None)  # no --placer-cpus: nothing is pinned
+    assert os.sched_getaffinity(0) == usable
