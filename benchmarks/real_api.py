@@ -449,7 +449,7 @@ def start_binder(
     pin(process.pid, cpus)
     binder = Binder(process, log_path)
     deadline = time.monotonic() + 60
-    while "leads" not in binder.log() or binder.log().count("cache resynced") < 2:
+    while "deciding as the leader" not in binder.log():
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"binder did not start:\n{binder.log()[-3000:]}")
         time.sleep(0.1)

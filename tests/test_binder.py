@@ -233,6 +233,56 @@ def test_run_places_pods_that_arrive_while_it_runs_and_stops_promptly(
     assert binder.follow_nodes is False
 
 
+@pytest.mark.parametrize(("fresh_seconds", "lists"), [(3600.0, 1), (-1.0, 2)])
+def test_a_binder_lists_again_on_taking_the_lease_unless_its_first_list_is_fresh(
+    fresh_seconds: float,
+    lists: int,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A binder that takes the Lease soon after its first list decides from that list (its
+    watch follows it, and it has assumed nothing): a second list of every pod and node would
+    only delay its first decision. One whose list is older than ``FRESH_LIST_SECONDS`` lists
+    again when it takes the Lease: it trusts nothing it saw as a standby. The two bounds here
+    (an hour; below zero, so any list is older) keep the test free of the machine's pace."""
+    monkeypatch.setattr("placer.binder.loop.FRESH_LIST_SECONDS", fresh_seconds)
+    fake = _fake(shards=1)
+    binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
+    listed: list[int] = []
+    resync = binder.cache.resync
+
+    def counted() -> None:
+        listed.append(1)
+        resync()
+
+    binder.cache.resync = counted  # type: ignore[method-assign]
+    asked: list[bool] = []
+
+    def leading() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # a standby at first, then the leader
+
+    stop = threading.Event()
+
+    def stop_once_placed(report: StepReport) -> None:
+        if len(fake.binds) >= 3:
+            stop.set()
+
+    with caplog.at_level(logging.INFO, logger="placer.binder.loop"):
+        loop = threading.Thread(
+            target=binder.run,
+            args=(stop,),
+            kwargs={"leading": leading, "on_step": stop_once_placed},
+            daemon=True,
+        )
+        loop.start()
+        loop.join(timeout=EVENTUALLY)
+    assert not loop.is_alive()
+    assert len(fake.binds) == 3
+    assert len(listed) == lists
+    assert [r.message for r in caplog.records].count("deciding as the leader") == 1
+
+
 def test_members_that_arrive_while_their_shard_is_written_are_decided_on_once_it_is() -> None:
     """A shard's first member is placed alone (its size unknown); the other two arrive while
     its binding is written. The running loop decides, then takes in the writes that finished:
