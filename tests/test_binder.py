@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from models.kube_objects import flatten
+from models.kube_objects import ROLE_ANNOTATION, flatten
 from models.policy import Policy
 from models.synthetic import generate_cluster
 from placer.binder.holding import EXPLAIN_AGAIN, StepReport
@@ -243,10 +243,15 @@ def test_a_binder_lists_again_on_taking_the_lease_unless_its_first_list_is_fresh
     """A binder that takes the Lease soon after its first list decides from that list (its
     watch follows it, and it has assumed nothing): a second list of every pod and node would
     only delay its first decision. One whose list is older than ``FRESH_LIST_SECONDS`` lists
-    again when it takes the Lease: it trusts nothing it saw as a standby. The two bounds here
-    (an hour; below zero, so any list is older) keep the test free of the machine's pace."""
+    again when it takes the Lease: it trusts nothing it saw as a standby. Either way the new
+    leader labels the pods a stopped binder bound without their role label. The two bounds
+    here (an hour; below zero, so any list is older) keep the test free of the machine's pace."""
     monkeypatch.setattr("placer.binder.loop.FRESH_LIST_SECONDS", fresh_seconds)
     fake = _fake(shards=1)
+    # Bound by a binder that stopped before its role label went out: labelled either way.
+    left = redis_pod("left-0", "left", 0, None, node=sorted(fake.nodes)[0])
+    left["metadata"]["annotations"] = {ROLE_ANNOTATION: "master"}
+    fake.add_pod(left)
     binder = Binder(fake, Policy(), BinderConfig(solver="greedy"))
     listed: list[int] = []
     resync = binder.cache.resync
@@ -281,6 +286,7 @@ def test_a_binder_lists_again_on_taking_the_lease_unless_its_first_list_is_fresh
     assert len(fake.binds) == 3
     assert len(listed) == lists
     assert [r.message for r in caplog.records].count("deciding as the leader") == 1
+    assert fake.pods[("default", "left-0")]["metadata"]["labels"]["redis-role"] == "master"
 
 
 def test_members_that_arrive_while_their_shard_is_written_are_decided_on_once_it_is() -> None:

@@ -305,9 +305,13 @@ class Binder:
         return self.holding.finish(self.enforcer.completed(), report, now)
 
     def _resync(self) -> None:
-        """List everything again, and label the pods whose role only an annotation records
-        (bound by a binder that stopped before its background writes)."""
+        """List everything again, and label the pods whose role only an annotation records."""
         self.cache.resync()
+        self._label_unlabelled()
+
+    def _label_unlabelled(self) -> None:
+        """Queue role labels for the pods whose role only an annotation records (bound by a
+        binder that stopped before its background writes)."""
         self.reporter.label_unlabelled(self.cache.objects()[1])
 
     def _read(self) -> Read:
@@ -436,8 +440,12 @@ class Binder:
                 now = self.clock()
                 try:
                     if not was_leading:
-                        listed = first_list_at
-                        if listed is None or time.monotonic() - listed > FRESH_LIST_SECONDS:
+                        fresh = first_list_at is not None and (
+                            time.monotonic() - first_list_at <= FRESH_LIST_SECONDS
+                        )
+                        if fresh:
+                            self._label_unlabelled()  # what a stopped predecessor left
+                        else:
                             self._resync()  # a new leader trusts nothing it saw as a standby
                         first_list_at = None  # from now on each new leadership lists
                         was_leading = True
